@@ -1,0 +1,96 @@
+// The collector interface: how counters get from the OS into the store.
+//
+// A collector is one class in collectors/<name>_collector.{h,cc} plus one
+// line in collectors/register_all.cc and one line in CMakeLists.txt. The
+// daemon's main never changes when a collector is added.
+//
+// Life cycle:
+//  1. The registry creates it from a CollectorContext (config, store, clock,
+//     metrics). Construction does no I/O.
+//  2. Discover() runs once before the first poll: find the devices, open the
+//     hot files, Register() series in the store, UpsertPort() inventory.
+//     Finding nothing is not an error (a host without RDMA devices).
+//  3. The scheduler calls Poll(ctx) on each tick of each tier the collector
+//     listed in Tiers(). Poll appends one sample per series through ctx with
+//     the tick's single realtime timestamp. A collector rediscovers by itself
+//     (hot-plug) when a device disappears or appears.
+//
+// Errors (STYLE.md taxonomy): no data is not an error. Environmental trouble
+// on one file or device (ENOENT after hot-unplug, EACCES, garbage in a counter
+// file) is reported with ctx.Error(): counted in
+// fabricscope_collector_errors_total{collector,code}, logged at a limited
+// rate, and the poll goes on with the other series. Poll returns a non-OK
+// status only when the whole tick failed; that is counted too. Collectors never
+// throw, and never block for long: no sleeping, no waiting on locks held by
+// readers.
+//
+// Thread-safety: Poll for different tiers may run concurrently on different
+// scheduler threads; Poll for one tier is never concurrent with itself. A
+// collector that polls several tiers must keep per-tier state separate or
+// guard what is shared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "daemon/store/series.h"
+
+namespace fabricscope {
+
+class Clock;
+class MetricsRegistry;
+class Store;
+struct Config;
+
+enum class Tier : uint8_t { kHot = 0, kMedium = 1, kSlow = 2, kConfig = 3 };
+inline constexpr int kNumTiers = 4;
+absl::string_view TierName(Tier tier);
+
+// Error classes: the `code` label of fabricscope_collector_errors_total.
+enum class CollectorErrorCode : uint8_t {
+  kNotFound,          // file/device vanished (hot-unplug)
+  kPermissionDenied,  // EACCES/EPERM
+  kParse,             // empty, non-numeric, overflowing or truncated content
+  kIo,                // other read/syscall errors
+  kUnsupported,       // the device or kernel does not support a request
+  kPoll,              // a whole poll failed (Poll returned non-OK)
+};
+absl::string_view CollectorErrorCodeName(CollectorErrorCode code);
+inline constexpr int kNumCollectorErrorCodes = 6;
+
+// What a collector gets at creation. Pointers outlive the collector.
+struct CollectorContext {
+  const Config* config = nullptr;
+  Store* store = nullptr;
+  Clock* clock = nullptr;
+  MetricsRegistry* metrics = nullptr;
+};
+
+// Per-tick handle passed to Poll.
+class PollContext {
+ public:
+  virtual ~PollContext() = default;
+  virtual Tier tier() const = 0;
+  // The tick's realtime timestamp (unix ns), the same for every sample.
+  virtual int64_t ts_ns() const = 0;
+  virtual void Append(SeriesId id, uint64_t raw) = 0;
+  // Counts a non-fatal error and logs it at a limited rate per `key` (a file
+  // path or device name: bounded by the caller).
+  virtual void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) = 0;
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual absl::string_view name() const = 0;
+  // Tiers this collector wants to be polled in.
+  virtual std::vector<Tier> Tiers() const = 0;
+  virtual absl::Status Discover(PollContext& ctx) = 0;
+  virtual absl::Status Poll(PollContext& ctx) = 0;
+};
+
+}  // namespace fabricscope

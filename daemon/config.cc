@@ -1,0 +1,431 @@
+#include "daemon/config.h"
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace fabricscope {
+namespace {
+
+struct Option {
+  std::string name;
+  std::string value_hint;  // e.g. "DURATION"; empty for a boolean flag
+  std::string help;        // includes the allowed values
+  bool reloadable;
+  std::function<std::string(const Config&)> get;  // default rendering
+  std::function<absl::Status(absl::string_view, Config*)> set;
+};
+
+std::string DurationText(absl::Duration d) { return absl::FormatDuration(d); }
+
+std::string FormatBytes(uint64_t b) {
+  if (b % (1ull << 30) == 0) return absl::StrCat(b >> 30, "GiB");
+  if (b % (1ull << 20) == 0) return absl::StrCat(b >> 20, "MiB");
+  if (b % (1ull << 10) == 0) return absl::StrCat(b >> 10, "KiB");
+  return absl::StrCat(b);
+}
+
+std::vector<std::string> SplitList(absl::string_view v) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return out;
+}
+
+template <typename Field>
+std::function<absl::Status(absl::string_view, Config*)> DurationSetter(Field field) {
+  return [field](absl::string_view v, Config* c) -> absl::Status {
+    auto d = ParsePositiveDuration(v);
+    if (!d.ok()) return d.status();
+    c->*field = *d;
+    return absl::OkStatus();
+  };
+}
+
+template <typename Field>
+std::function<absl::Status(absl::string_view, Config*)> StringSetter(Field field) {
+  return [field](absl::string_view v, Config* c) -> absl::Status {
+    c->*field = std::string(v);
+    return absl::OkStatus();
+  };
+}
+
+const std::vector<Option>& Options() {
+  static const auto* options = new std::vector<Option>{
+      {"sysfs-root", "DIR",
+       "Root of the sysfs tree to read (a fake tree for tests and the simulator).", false,
+       [](const Config& c) { return c.sysfs_root; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         if (v.empty()) return absl::InvalidArgumentError("must not be empty (a directory)");
+         c->sysfs_root = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"metrics-listen", "HOST:PORT",
+       "Address of the Prometheus /metrics endpoint. Port 0 picks a free port (logged).", false,
+       [](const Config& c) { return c.metrics_listen; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         if (auto s = ValidateListenAddress(v); !s.ok()) return s;
+         c->metrics_listen = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"grpc-listen", "HOST:PORT",
+       "Address of the gRPC span ingest and query server. Loopback by default. Port 0 picks a "
+       "free port (logged).",
+       false, [](const Config& c) { return c.grpc_listen; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         if (auto s = ValidateListenAddress(v); !s.ok()) return s;
+         c->grpc_listen = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"log-level", "LEVEL", "Log level: debug, info, warn or error.", true,
+       [](const Config& c) { return std::string(LogLevelName(c.log_level)); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto l = ParseLogLevel(v);
+         if (!l.ok()) return l.status();
+         c->log_level = *l;
+         return absl::OkStatus();
+       }},
+      {"hot-interval", "DURATION",
+       "Hot tier poll interval (congestion hw_counters, netdev stats), e.g. 10ms.", false,
+       [](const Config& c) { return DurationText(c.hot_interval); },
+       DurationSetter(&Config::hot_interval)},
+      {"medium-interval", "DURATION",
+       "Medium tier poll interval (other hw_counters, ethtool). Equal to --hot-interval merges "
+       "the two tiers.",
+       false, [](const Config& c) { return DurationText(c.medium_interval); },
+       DurationSetter(&Config::medium_interval)},
+      {"slow-interval", "DURATION",
+       "Slow tier poll interval (IB PMA counters/: one firmware command per file on mlx5).", false,
+       [](const Config& c) { return DurationText(c.slow_interval); },
+       DurationSetter(&Config::slow_interval)},
+      {"config-interval", "DURATION",
+       "Config tier poll interval (PFC/ECN configuration, hw_counters lifespan).", false,
+       [](const Config& c) { return DurationText(c.config_interval); },
+       DurationSetter(&Config::config_interval)},
+      {"collectors", "LIST",
+       "Comma-separated collectors to enable; empty enables all (see --list-collectors).", false,
+       [](const Config& c) { return absl::StrJoin(c.collectors, ","); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         c->collectors = SplitList(v);
+         return absl::OkStatus();
+       }},
+      {"hot-counters", "LIST",
+       "Comma-separated hw_counters names read in the hot tier; the rest of hw_counters is read "
+       "in the medium tier.",
+       false, [](const Config& c) { return absl::StrJoin(c.hot_counters, ","); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         c->hot_counters = SplitList(v);
+         return absl::OkStatus();
+       }},
+      {"netdev-include", "REGEX",
+       "Extra network interfaces for the netdev collector (ECMAScript regex, full match), "
+       "besides the netdevs of RDMA ports.",
+       false, [](const Config& c) { return c.netdev_include; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         try {
+           std::regex re{std::string(v)};
+         } catch (const std::regex_error& e) {
+           return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
+         }
+         c->netdev_include = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"ethtool-dir", "DIR",
+       "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl (tests, "
+       "simulator). Empty uses the kernel.",
+       false, [](const Config& c) { return c.ethtool_dir; }, StringSetter(&Config::ethtool_dir)},
+      {"store-memory", "BYTES",
+       "Memory budget of the sample store, e.g. 256MiB; never exceeded (oldest chunks are "
+       "evicted).",
+       false, [](const Config& c) { return FormatBytes(c.store_memory_bytes); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto b = ParseByteSize(v);
+         if (!b.ok()) return b.status();
+         if (*b < (1ull << 20)) return absl::InvalidArgumentError("must be at least 1MiB");
+         c->store_memory_bytes = *b;
+         return absl::OkStatus();
+       }},
+      {"peak-window", "DURATION",
+       "Trailing window of the peak-rate and peak-pause-fraction gauges.", false,
+       [](const Config& c) { return DurationText(c.peak_window); },
+       DurationSetter(&Config::peak_window)},
+      {"burst-factor", "FACTOR",
+       "A poll interval is a microburst when its rate exceeds FACTOR times the trailing 1s mean "
+       "(and the signal's floor). A number > 1.",
+       true, [](const Config& c) { return absl::StrCat(c.burst_factor); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         double f;
+         if (!absl::SimpleAtod(v, &f) || !(f > 1.0) || f > 1e6) {
+           return absl::InvalidArgumentError("expected a number > 1");
+         }
+         c->burst_factor = f;
+         return absl::OkStatus();
+       }},
+  };
+  return *options;
+}
+
+const Option* FindOption(absl::string_view name) {
+  for (const Option& o : Options()) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+absl::Status SetOption(absl::string_view key, absl::string_view value, absl::string_view origin,
+                       Config* config) {
+  const Option* opt = FindOption(key);
+  if (opt == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, "unknown option \"", key, "\""));
+  }
+  absl::Status s = opt->set(value, config);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, "invalid value \"", value, "\" for ", key, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Splits "--key=value" / "--key value" flags; returns (key, value, has_value).
+struct Flag {
+  std::string key;
+  std::string value;
+  bool has_value = false;
+};
+
+constexpr const char* kBoolFlags[] = {"help", "version", "list-collectors",
+                                      "dump-metrics-reference"};
+
+bool IsBoolFlag(absl::string_view k) {
+  for (const char* b : kBoolFlags) {
+    if (k == b) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<Flag>> SplitFlags(const std::vector<std::string>& args) {
+  std::vector<Flag> flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view a = args[i];
+    if (!absl::ConsumePrefix(&a, "--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", args[i], "\" (flags look like --name=value)"));
+    }
+    Flag f;
+    size_t eq = a.find('=');
+    if (eq != absl::string_view::npos) {
+      f.key = std::string(a.substr(0, eq));
+      f.value = std::string(a.substr(eq + 1));
+      f.has_value = true;
+    } else {
+      f.key = std::string(a);
+      if (!IsBoolFlag(f.key) && f.key != "config" && FindOption(f.key) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.key, " (see --help)"));
+      }
+      if (!IsBoolFlag(f.key)) {
+        if (i + 1 >= args.size()) {
+          return absl::InvalidArgumentError(absl::StrCat("flag --", f.key, " needs a value"));
+        }
+        f.value = args[++i];
+        f.has_value = true;
+      }
+    }
+    flags.push_back(std::move(f));
+  }
+  return flags;
+}
+
+absl::Status ApplyFlags(const std::vector<Flag>& flags, Config* config) {
+  for (const Flag& f : flags) {
+    if (IsBoolFlag(f.key) || f.key == "config") continue;
+    if (FindOption(f.key) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.key, " (see --help)"));
+    }
+    if (auto s = SetOption(f.key, f.value, "flag --", config); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Config> Build(const std::string& file, const std::vector<Flag>& flags) {
+  Config config;
+  if (!file.empty()) {
+    auto text = ReadFile(file);
+    if (!text.ok()) return text.status();
+    if (auto s = ApplyConfigText(*text, file, &config); !s.ok()) return s;
+  }
+  if (auto s = ApplyFlags(flags, &config); !s.ok()) return s;
+  config.config_file = file;
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text) {
+  absl::Duration d;
+  if (!absl::ParseDuration(absl::StripAsciiWhitespace(text), &d) || d <= absl::ZeroDuration() ||
+      d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("expected a positive duration such as 10ms, 1s or 1m");
+  }
+  return d;
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  static constexpr std::pair<const char*, uint64_t> kUnits[] = {{"GiB", 1ull << 30},
+                                                                {"MiB", 1ull << 20},
+                                                                {"KiB", 1ull << 10},
+                                                                {"GB", 1000000000ull},
+                                                                {"MB", 1000000ull},
+                                                                {"KB", 1000ull},
+                                                                {"B", 1}};
+  uint64_t mult = 1;
+  for (const auto& [suffix, m] : kUnits) {
+    if (absl::ConsumeSuffix(&t, suffix)) {
+      mult = m;
+      break;
+    }
+  }
+  uint64_t n;
+  if (!absl::SimpleAtoi(t, &n) || n > (UINT64_MAX / mult)) {
+    return absl::InvalidArgumentError("expected a size such as 256MiB, 1GiB or 1048576");
+  }
+  return n * mult;
+}
+
+absl::Status ValidateListenAddress(absl::string_view text) {
+  absl::string_view host, port;
+  if (absl::StartsWith(text, "[")) {
+    size_t close = text.find("]:");
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError("expected HOST:PORT or [IPV6]:PORT, e.g. 127.0.0.1:9479");
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos || text.find(':') != colon) {
+      return absl::InvalidArgumentError("expected HOST:PORT or [IPV6]:PORT, e.g. 127.0.0.1:9479");
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  int p;
+  if (host.empty() || !absl::SimpleAtoi(port, &p) || p < 0 || p > 65535) {
+    return absl::InvalidArgumentError(
+        "expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin, Config* config) {
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    size_t hash = line.find('#');
+    if (hash != absl::string_view::npos) line = line.substr(0, hash);
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    size_t sep = line.find_first_of("=:");
+    if (sep == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ":", line_no, ": expected \"key = value\", got \"", line, "\""));
+    }
+    absl::string_view key = absl::StripAsciiWhitespace(line.substr(0, sep));
+    absl::string_view value = absl::StripAsciiWhitespace(line.substr(sep + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    }
+    if (key == "config") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(origin, ":", line_no, ": \"config\" is only valid as a flag"));
+    }
+    if (auto s = SetOption(key, value, absl::StrCat(origin, ":", line_no, ": "), config); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
+  CommandLine cl;
+  for (int i = 1; i < argc; ++i) cl.flag_args.emplace_back(argv[i]);
+  auto flags = SplitFlags(cl.flag_args);
+  if (!flags.ok()) return flags.status();
+  std::string file;
+  for (const Flag& f : *flags) {
+    if (f.key == "help") cl.help = true;
+    if (f.key == "version") cl.version = true;
+    if (f.key == "list-collectors") cl.list_collectors = true;
+    if (f.key == "dump-metrics-reference") cl.dump_metrics_reference = true;
+    if (IsBoolFlag(f.key) && f.has_value) {
+      return absl::InvalidArgumentError(absl::StrCat("flag --", f.key, " takes no value"));
+    }
+    if (f.key == "config") {
+      if (f.value.empty()) return absl::InvalidArgumentError("flag --config needs a file name");
+      file = f.value;
+    }
+  }
+  if (cl.help || cl.version) return cl;
+  auto config = Build(file, *flags);
+  if (!config.ok()) return config.status();
+  cl.config = *std::move(config);
+  return cl;
+}
+
+absl::StatusOr<Config> ReloadConfig(const std::string& file,
+                                    const std::vector<std::string>& flag_args) {
+  auto flags = SplitFlags(flag_args);
+  if (!flags.ok()) return flags.status();
+  return Build(file, *flags);
+}
+
+std::vector<std::string> RestartOnlyChanges(const Config& a, const Config& b) {
+  std::vector<std::string> changed;
+  for (const Option& o : Options()) {
+    if (!o.reloadable && o.get(a) != o.get(b)) changed.push_back(o.name);
+  }
+  return changed;
+}
+
+std::string HelpText() {
+  std::string out =
+      "fabricscoped - per-host RDMA fabric telemetry daemon\n\n"
+      "Usage: fabricscoped [--config=FILE] [--flag=value ...]\n\n"
+      "Flags override the config file; the file takes the same names without dashes,\n"
+      "one \"name = value\" per line. SIGHUP reloads the file (options marked\n"
+      "[reloadable] take effect; others need a restart). SIGTERM stops the daemon.\n\n"
+      "  --config=FILE\n      Config file to read (default: none).\n";
+  Config defaults;
+  for (const Option& o : Options()) {
+    std::string def = o.get(defaults);
+    absl::StrAppend(&out, "  --", o.name, "=", o.value_hint, "\n      ", o.help,
+                    o.reloadable ? " [reloadable]" : "",
+                    "\n      (default: ", def.empty() ? "\"\"" : def, ")\n");
+  }
+  absl::StrAppend(&out,
+                  "  --list-collectors\n      Print the registered collectors and exit.\n"
+                  "  --dump-metrics-reference\n      Print the metric reference (Markdown) and "
+                  "exit.\n"
+                  "  --version\n      Print the version and exit.\n"
+                  "  --help\n      Print this help and exit.\n");
+  return out;
+}
+
+}  // namespace fabricscope

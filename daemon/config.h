@@ -1,0 +1,108 @@
+// Daemon configuration: one table of options, settable from a config file and
+// from flags; flags override the file.
+//
+// The config file holds one `key = value` per line (`key: value` is accepted
+// too); keys are the flag names without the leading dashes; `#` starts a
+// comment. Example:
+//
+//   # /etc/fabricscope/fabricscoped.conf
+//   sysfs-root = /sys
+//   hot-interval = 10ms
+//   log-level = info
+//
+// Every option has a documented default (`fabricscoped --help`). An invalid
+// value is an error that names the key and the allowed values; at startup it
+// exits non-zero, on SIGHUP reload the old config stays in force.
+//
+// Options marked reloadable take effect on SIGHUP; the others need a restart
+// and a reload that changes them logs so and keeps the running value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/log.h"
+
+namespace fabricscope {
+
+struct Config {
+  std::string config_file;  // --config (flag only)
+  std::string sysfs_root = "/sys";
+  std::string metrics_listen = "0.0.0.0:9478";
+  std::string grpc_listen = "127.0.0.1:9479";
+  LogLevel log_level = LogLevel::kInfo;
+
+  // Scheduler tiers.
+  absl::Duration hot_interval = absl::Milliseconds(10);
+  absl::Duration medium_interval = absl::Milliseconds(100);
+  absl::Duration slow_interval = absl::Seconds(1);
+  absl::Duration config_interval = absl::Seconds(10);
+
+  // Collectors: empty means every registered collector.
+  std::vector<std::string> collectors;
+  // rdma_sysfs hot set (hw_counters names read every hot tick).
+  std::vector<std::string> hot_counters = {"np_ecn_marked_roce_packets",
+                                           "np_cnp_sent",
+                                           "rp_cnp_handled",
+                                           "rp_cnp_ignored",
+                                           "out_of_buffer",
+                                           "out_of_sequence",
+                                           "packet_seq_err",
+                                           "local_ack_timeout_err",
+                                           "roce_adp_retrans",
+                                           "roce_adp_retrans_to",
+                                           "implied_nak_seq_err",
+                                           "rnr_nak_retry_err"};
+  // netdev: extra interfaces (regex, full match) besides the RDMA netdevs.
+  std::string netdev_include;
+  // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
+  std::string ethtool_dir;
+
+  // Store.
+  uint64_t store_memory_bytes = 256ull << 20;
+  absl::Duration peak_window = absl::Seconds(15);
+  double burst_factor = 8.0;
+};
+
+// What the command line asked for besides configuration.
+struct CommandLine {
+  Config config;
+  bool help = false;
+  bool version = false;
+  bool list_collectors = false;
+  bool dump_metrics_reference = false;
+  // The raw flags, kept so that a SIGHUP reload can re-apply them over the
+  // reloaded file (flags keep overriding the file).
+  std::vector<std::string> flag_args;
+};
+
+// Parses argv: defaults, then the --config file if given, then the flags.
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv);
+
+// Re-reads `file` and re-applies `flag_args` over it (SIGHUP).
+absl::StatusOr<Config> ReloadConfig(const std::string& file,
+                                    const std::vector<std::string>& flag_args);
+
+// Parses config-file text into `config` (exposed for tests).
+absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin, Config* config);
+
+// The --help text, with every flag, its default and allowed values.
+std::string HelpText();
+
+// Names of options whose value differs between `a` and `b` but that cannot
+// change without a restart.
+std::vector<std::string> RestartOnlyChanges(const Config& a, const Config& b);
+
+// Parsers shared with other components.
+absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text);
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+// HOST:PORT, [V6]:PORT; port 0 means "pick a free port".
+absl::Status ValidateListenAddress(absl::string_view text);
+
+}  // namespace fabricscope

@@ -1,0 +1,161 @@
+#include "daemon/daemon.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/version.h"
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kBuildInfo =
+    DefineMetric({.name = "fabricscope_build_info",
+                  .type = MetricType::kGauge,
+                  .help = "Always 1; the daemon's version and source revision are labels.",
+                  .labels = {"version", "revision"},
+                  .component = "daemon"});
+const MetricSpec& kStartTime = DefineMetric({.name = "fabricscope_start_time_seconds",
+                                             .type = MetricType::kGauge,
+                                             .help = "Unix time the daemon started.",
+                                             .labels = {},
+                                             .component = "daemon"});
+const MetricSpec& kReloads = DefineMetric(
+    {.name = "fabricscope_config_reloads_total",
+     .type = MetricType::kCounter,
+     .help = "SIGHUP config reloads by result (success, failure: the old config stays).",
+     .labels = {"result"},
+     .component = "daemon"});
+
+// prometheus-cpp's exposer serves these itself; declared so the reference is complete.
+const MetricSpec& kExposerBytes =
+    DefineMetric({.name = "exposer_transferred_bytes_total",
+                  .type = MetricType::kCounter,
+                  .help = "Transferred bytes to metrics services (served by prometheus-cpp).",
+                  .labels = {},
+                  .component = "prometheus-cpp"});
+const MetricSpec& kExposerScrapes =
+    DefineMetric({.name = "exposer_scrapes_total",
+                  .type = MetricType::kCounter,
+                  .help = "Number of times metrics were scraped (served by prometheus-cpp).",
+                  .labels = {},
+                  .component = "prometheus-cpp"});
+const MetricSpec& kExposerLatencies = DefineMetric(
+    {.name = "exposer_request_latencies",
+     .type = MetricType::kSummary,
+     .help = "Latencies of serving scrape requests, in microseconds (served by prometheus-cpp).",
+     .labels = {"quantile"},
+     .component = "prometheus-cpp"});
+
+}  // namespace
+
+void BlockDaemonSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A scraper that disconnects must not kill the process.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Daemon::Daemon(CommandLine command_line, Clock* clock)
+    : command_line_(std::move(command_line)), config_(command_line_.config), clock_(clock) {}
+
+Daemon::~Daemon() {
+  if (scheduler_) scheduler_->Stop();
+  exporter_.reset();
+}
+
+absl::Status Daemon::Init() {
+  SetLogLevel(config_.log_level);
+  metrics_.Gauge(kBuildInfo).Add({{"version", kVersion}, {"revision", kRevision}}).Set(1);
+  metrics_.Gauge(kStartTime).Add({}).Set(static_cast<double>(clock_->RealtimeNs()) / 1e9);
+  metrics_.Counter(kReloads).Add({{"result", "success"}});
+  metrics_.Counter(kReloads).Add({{"result", "failure"}});
+
+  StoreOptions store_options;
+  store_options.memory_bytes = config_.store_memory_bytes;
+  store_options.peak_window = config_.peak_window;
+  store_options.burst_factor = config_.burst_factor;
+  store_ = std::make_unique<Store>(store_options);
+
+  if (auto s = RegisterAllCollectors(registry_); !s.ok()) return s;
+  CollectorContext ctx{&config_, store_.get(), clock_, &metrics_};
+  auto collectors = registry_.Create(config_.collectors, ctx);
+  if (!collectors.ok()) return collectors.status();
+  collectors_ = *std::move(collectors);
+
+  scheduler_ = std::make_unique<Scheduler>(
+      clock_, store_.get(), &metrics_,
+      std::array<absl::Duration, kNumTiers>{config_.hot_interval, config_.medium_interval,
+                                            config_.slow_interval, config_.config_interval});
+  std::vector<std::string> names;
+  for (auto& c : collectors_) {
+    scheduler_->Add(c.get());
+    names.emplace_back(c->name());
+  }
+
+  auto exporter = PrometheusExporter::Start(config_.metrics_listen, &metrics_, store_.get());
+  if (!exporter.ok()) return exporter.status();
+  exporter_ = *std::move(exporter);
+
+  Log(LogLevel::kInfo, "daemon", "fabricscoped starting",
+      {{"version", kVersion},
+       {"revision", kRevision},
+       {"sysfs_root", config_.sysfs_root},
+       {"collectors", absl::StrJoin(names, ",")},
+       {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
+  Log(LogLevel::kInfo, "daemon", "serving metrics",
+      {{"address", exporter_->address()}, {"path", "/metrics"}});
+  return absl::OkStatus();
+}
+
+void Daemon::Reload() {
+  auto fresh = ReloadConfig(command_line_.config.config_file, command_line_.flag_args);
+  if (!fresh.ok()) {
+    metrics_.Counter(kReloads).Add({{"result", "failure"}}).Increment();
+    Log(LogLevel::kError, "daemon", "config reload failed; keeping the running config",
+        {{"error", std::string(fresh.status().message())}});
+    return;
+  }
+  std::vector<std::string> restart_only = RestartOnlyChanges(config_, *fresh);
+  if (!restart_only.empty()) {
+    Log(LogLevel::kWarn, "daemon", "config reload: these options need a restart; keeping them",
+        {{"options", absl::StrJoin(restart_only, ",")}});
+  }
+  // Apply the reloadable options.
+  config_.log_level = fresh->log_level;
+  config_.burst_factor = fresh->burst_factor;
+  SetLogLevel(config_.log_level);
+  metrics_.Counter(kReloads).Add({{"result", "success"}}).Increment();
+  Log(LogLevel::kInfo, "daemon", "config reloaded",
+      {{"file",
+        command_line_.config.config_file.empty() ? "(none)" : command_line_.config.config_file}});
+}
+
+int Daemon::Run() {
+  scheduler_->Start();
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  while (true) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      Reload();
+      continue;
+    }
+    Log(LogLevel::kInfo, "daemon", "stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+    break;
+  }
+  scheduler_->Stop();
+  exporter_.reset();
+  Log(LogLevel::kInfo, "daemon", "stopped");
+  return 0;
+}
+
+}  // namespace fabricscope

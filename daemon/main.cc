@@ -1,0 +1,49 @@
+// fabricscoped: the per-host fabric telemetry daemon. Everything lives in the
+// core library; this file only parses the command line and runs the Daemon.
+#include <cstdio>
+
+#include "collectors/registry.h"
+#include "collectors/signals.h"
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/version.h"
+
+int main(int argc, char** argv) {
+  using namespace fabricscope;
+  BlockDaemonSignals();
+  auto cl = ParseCommandLine(argc, argv);
+  if (!cl.ok()) {
+    std::fprintf(stderr, "fabricscoped: %s\n", std::string(cl.status().message()).c_str());
+    return 2;
+  }
+  if (cl->help) {
+    std::fputs(HelpText().c_str(), stdout);
+    return 0;
+  }
+  if (cl->version) {
+    std::printf("fabricscoped %s (revision %s)\n", kVersion, kRevision);
+    return 0;
+  }
+  if (cl->dump_metrics_reference) {
+    std::fputs((RenderMetricReference() + "\n" + RenderSignalTable()).c_str(), stdout);
+    return 0;
+  }
+  if (cl->list_collectors) {
+    CollectorRegistry registry;
+    if (auto s = RegisterAllCollectors(registry); !s.ok()) {
+      std::fprintf(stderr, "fabricscoped: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::fputs(registry.List().c_str(), stdout);
+    return 0;
+  }
+  Daemon daemon(*std::move(cl), RealClock::Get());
+  if (auto s = daemon.Init(); !s.ok()) {
+    Log(LogLevel::kError, "daemon", "startup failed", {{"error", std::string(s.message())}});
+    std::fprintf(stderr, "fabricscoped: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return daemon.Run();
+}

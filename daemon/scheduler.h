@@ -1,0 +1,92 @@
+// The tiered poll scheduler.
+//
+// Tiers (hot 10 ms, medium 100 ms, slow 1 s, config 10 s by default) run on
+// absolute deadlines on the steady clock: tick k of a tier is due at
+// start + k * interval, whatever the previous tick cost. A tick that overruns
+// its successor's deadline skips the missed ticks (never bunches them up) and
+// counts each skipped tick in fabricscope_scheduler_overruns_total{tier}.
+//
+// Tiers with equal intervals merge into one thread that polls them in tier
+// order (setting --medium-interval equal to --hot-interval merges the medium
+// tier into the hot one). Each distinct interval gets its own thread, so a
+// slow device in the slow tier never delays the hot tier.
+//
+// One realtime timestamp is taken per tick and stamped on every sample of that
+// tick. Each collector poll is timed into
+// fabricscope_collector_poll_duration_seconds{collector}; errors are counted
+// in fabricscope_collector_errors_total{collector,code}.
+//
+// Thread-safety: Add/Start/Stop from one controlling thread. Stop() joins all
+// tier threads and returns within one collector poll.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "collectors/collector.h"
+#include "daemon/clock.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+
+namespace fabricscope {
+
+class Store;
+
+class Scheduler {
+ public:
+  // `intervals` is indexed by Tier.
+  Scheduler(Clock* clock, Store* store, MetricsRegistry* metrics,
+            std::array<absl::Duration, kNumTiers> intervals);
+  ~Scheduler();
+
+  // Collectors are not owned. Call before Start().
+  void Add(Collector* collector);
+
+  // Runs Discover() on every collector, then starts one thread per distinct
+  // interval.
+  void Start();
+  void Stop();
+
+  // Runs every collector of `tier` once on the calling thread (tests, the
+  // golden end-to-end "one poll" mode).
+  void PollOnce(Tier tier);
+
+  uint64_t overruns(Tier tier) const { return overruns_[static_cast<int>(tier)].load(); }
+  uint64_t ticks(Tier tier) const { return ticks_[static_cast<int>(tier)].load(); }
+
+ private:
+  class TickContext;
+  struct CollectorMetrics;
+  struct Group {
+    absl::Duration interval;
+    std::vector<Tier> tiers;  // in tier order
+  };
+
+  void RunGroup(const Group& group);
+  void PollTier(Tier tier, int64_t ts_ns);
+
+  Clock* const clock_;
+  Store* const store_;
+  MetricsRegistry* const metrics_;
+  const std::array<absl::Duration, kNumTiers> intervals_;
+
+  std::vector<Collector*> collectors_;
+  std::vector<std::unique_ptr<CollectorMetrics>> collector_metrics_;
+  std::array<prometheus::Counter*, kNumTiers> overrun_counters_{};
+  std::array<prometheus::Counter*, kNumTiers> tick_counters_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> overruns_{};
+  std::array<std::atomic<uint64_t>, kNumTiers> ticks_{};
+  LogRateLimiter log_limiter_{absl::Seconds(10)};
+
+  absl::Notification stop_;
+  std::vector<std::thread> threads_;
+  bool started_ = false;
+};
+
+}  // namespace fabricscope

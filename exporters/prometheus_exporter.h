@@ -1,0 +1,60 @@
+// The Prometheus /metrics endpoint (prometheus-cpp Exposer over civetweb).
+//
+// Two sources are rendered on every scrape:
+//  - the self-metrics registry (MetricsRegistry), and
+//  - StoreCollectable: the counter families rendered from an immutable
+//    snapshot of the store (raw counters as counters, never per-interval
+//    gauges), the port inventory, saturation and reset bookkeeping, and the
+//    store's own size metrics.
+// Nothing is reset on scrape, so any number of scrapers see consistent values.
+//
+// Thread-safety: civetweb serves scrapes on its own threads; rendering only
+// reads store snapshots, so a slow or stuck scraper never delays a poll.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/metrics.h"
+#include "daemon/store/store.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricscope {
+
+// Renders the store's families (what StoreCollectable returns on a scrape).
+std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store);
+
+class StoreCollectable final : public prometheus::Collectable {
+ public:
+  explicit StoreCollectable(const Store* store) : store_(store) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return RenderStoreFamilies(*store_);
+  }
+
+ private:
+  const Store* store_;
+};
+
+class PrometheusExporter {
+ public:
+  // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
+  static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
+                                                                   MetricsRegistry* metrics,
+                                                                   const Store* store);
+  ~PrometheusExporter();
+
+  // The bound address with the real port, e.g. "127.0.0.1:40123".
+  const std::string& address() const { return address_; }
+
+ private:
+  PrometheusExporter() = default;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<StoreCollectable> store_collectable_;
+  std::string address_;
+};
+
+}  // namespace fabricscope

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The daemon starts, serves valid /metrics, reloads on SIGHUP (keeping the old
+# config when the new one is invalid), exits 0 on SIGTERM within 2 s, and
+# rejects bad flags and config with a message that names the key.
+source "$(dirname "$0")/lib.sh"
+
+"$DAEMON" --help | grep -q -- "--sysfs-root=DIR" || fail "--help lacks --sysfs-root"
+"$DAEMON" --version | grep -q "fabricscoped " || fail "--version"
+
+expect_startup_error() {
+  local want="$1"; shift
+  local rc=0
+  "$DAEMON" "$@" >/dev/null 2>"$WORK/err" || rc=$?
+  [ "$rc" -ne 0 ] || fail "daemon accepted $*"
+  grep -q -- "$want" "$WORK/err" || fail "error for $* does not mention '$want': $(cat "$WORK/err")"
+}
+expect_startup_error "hot-interval" --hot-interval=often
+expect_startup_error "debug, info, warn, error" --log-level=chatty
+expect_startup_error "no-such-flag" --no-such-flag=1
+expect_startup_error "collectors" --metrics-listen=127.0.0.1:0 --collectors=nonesuch
+printf 'slow-interval = eventually\n' >"$WORK/bad.conf"
+expect_startup_error "bad.conf:1" --config="$WORK/bad.conf"
+
+mkdir -p "$WORK/sys"
+printf 'log-level = info\nsysfs-root = %s\n' "$WORK/sys" >"$WORK/good.conf"
+start_daemon --config="$WORK/good.conf"
+
+scrape >"$WORK/m1" || fail "scrape failed"
+promtool_check "$WORK/m1"
+grep -q '^fabricscope_build_info{.*version="[0-9.]*".*} 1$' "$WORK/m1" || fail "no build_info"
+grep -q '^fabricscope_start_time_seconds [0-9.e+]*$' "$WORK/m1" || fail "no start_time"
+
+# A valid reload.
+printf 'log-level = debug\nsysfs-root = %s\n' "$WORK/sys" >"$WORK/good.conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 50); do grep -q 'msg="config reloaded"' "$WORK/daemon.log" && break; sleep 0.1; done
+grep -q 'msg="config reloaded"' "$WORK/daemon.log" || fail "no reload logged"
+scrape >"$WORK/m2"
+[ "$(metric_value 'fabricscope_config_reloads_total{result="success"}' "$WORK/m2")" = "1" ] || fail "reload success not counted"
+
+# An invalid reload keeps the daemon running on the old config.
+printf 'log-level = shouting\n' >"$WORK/good.conf"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 50); do grep -q 'msg="config reload failed' "$WORK/daemon.log" && break; sleep 0.1; done
+grep -q 'msg="config reload failed' "$WORK/daemon.log" || fail "failed reload not logged"
+grep 'config reload failed' "$WORK/daemon.log" | grep -q "log-level" || fail "reload error does not name the key"
+scrape >"$WORK/m3" || fail "daemon died after a bad reload"
+[ "$(metric_value 'fabricscope_config_reloads_total{result="failure"}' "$WORK/m3")" = "1" ] || fail "reload failure not counted"
+
+stop_daemon
+grep -q 'msg=stopped' "$WORK/daemon.log" || fail "no clean stop logged"
+echo "PASS"

@@ -1,0 +1,60 @@
+# Shared helpers for the end-to-end tests (sourced, not run).
+# Every helper is bounded in time; every started process is killed on exit.
+set -euo pipefail
+
+SRC="${FABRICSCOPE_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+BIN="${FABRICSCOPE_BINARY_DIR:-$SRC/build/release}"
+DAEMON="$BIN/fabricscoped"
+WORK="$(mktemp -d /tmp/fabricscope-e2e.XXXXXX)"
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -f "$WORK/daemon.log" ]; then echo "--- daemon log (tail) ---" >&2; tail -n 30 "$WORK/daemon.log" >&2; fi
+  exit 1
+}
+
+# start_daemon ARGS...: starts fabricscoped with metrics on a free loopback
+# port; sets DAEMON_PID and METRICS_ADDR.
+start_daemon() {
+  "$DAEMON" --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 "$@" >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
+  DAEMON_PID=$!
+  PIDS+=("$DAEMON_PID")
+  METRICS_ADDR=""
+  for _ in $(seq 1 100); do
+    METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+    [ -n "$METRICS_ADDR" ] && break
+    kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited during startup"
+    sleep 0.1
+  done
+  [ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+}
+
+scrape() { curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"; }
+
+# metric_value NAME_WITH_LABELS FILE: the value of one exposition line.
+metric_value() { grep -F "$1 " "$2" | head -n1 | awk '{print $NF}'; }
+
+# stop_daemon: SIGTERM, must exit 0 within 2 s.
+stop_daemon() {
+  kill -TERM "$DAEMON_PID"
+  for _ in $(seq 1 20); do
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$DAEMON_PID" 2>/dev/null && fail "daemon still running 2 s after SIGTERM"
+  local rc=0
+  wait "$DAEMON_PID" || rc=$?
+  [ "$rc" -eq 0 ] || fail "daemon exited $rc after SIGTERM"
+}
+
+promtool_check() {
+  local out
+  out=$(promtool check metrics <"$1" 2>&1) || fail "promtool check metrics: $out"
+}

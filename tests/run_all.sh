@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds fabricscope and runs every test: the release build, then the
+# ASan/UBSan build and the TSan build (presets in CMakePresets.json).
+# Usage: tests/run_all.sh [PRESET...]   (default: release debug-asan tsan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(release debug-asan tsan)
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+
+for preset in "${presets[@]}"; do
+  echo "=== $preset: configure and build ==="
+  cmake --preset "$preset" -DFABRICSCOPE_BUILD_TESTS=ON >/dev/null
+  cmake --build --preset "$preset"
+  echo "=== $preset: test ==="
+  ctest --preset "$preset" --timeout 600
+done

@@ -1,0 +1,156 @@
+#include "daemon/config.h"
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<CommandLine> Parse(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  static std::string prog = "fabricscoped";
+  argv.push_back(prog.data());
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string WriteTemp(const std::string& text) {
+  std::string path = ::testing::TempDir() + "/fabricscoped_test.conf";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ConfigTest, DefaultsMatchTheContract) {
+  auto cl = Parse({});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config.sysfs_root, "/sys");
+  EXPECT_EQ(cl->config.metrics_listen, "0.0.0.0:9478");
+  EXPECT_EQ(cl->config.grpc_listen, "127.0.0.1:9479");
+  EXPECT_EQ(cl->config.hot_interval, absl::Milliseconds(10));
+  EXPECT_EQ(cl->config.medium_interval, absl::Milliseconds(100));
+  EXPECT_EQ(cl->config.slow_interval, absl::Seconds(1));
+  EXPECT_EQ(cl->config.config_interval, absl::Seconds(10));
+  EXPECT_EQ(cl->config.store_memory_bytes, 256ull << 20);
+  EXPECT_EQ(cl->config.hot_counters.size(), 12u);
+}
+
+TEST(ConfigTest, FlagsInBothSpellings) {
+  auto cl = Parse({"--sysfs-root=/tmp/x", "--hot-interval", "20ms", "--log-level=debug",
+                   "--store-memory=64MiB"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config.sysfs_root, "/tmp/x");
+  EXPECT_EQ(cl->config.hot_interval, absl::Milliseconds(20));
+  EXPECT_EQ(cl->config.log_level, LogLevel::kDebug);
+  EXPECT_EQ(cl->config.store_memory_bytes, 64ull << 20);
+}
+
+TEST(ConfigTest, FlagsOverrideTheFile) {
+  std::string path = WriteTemp(
+      "# comment\n"
+      "sysfs-root = /from/file\n"
+      "hot-interval: 50ms   # trailing comment\n"
+      "log-level = \"warn\"\n");
+  auto cl = Parse({"--config=" + path, "--hot-interval=30ms"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->config.sysfs_root, "/from/file");
+  EXPECT_EQ(cl->config.hot_interval, absl::Milliseconds(30));
+  EXPECT_EQ(cl->config.log_level, LogLevel::kWarn);
+  EXPECT_EQ(cl->config.config_file, path);
+}
+
+TEST(ConfigTest, BadValuesNameTheKeyAndTheAllowedValues) {
+  auto a = Parse({"--hot-interval=fast"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("hot-interval"));
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("10ms"));
+
+  auto b = Parse({"--log-level=loud"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("debug, info, warn, error"));
+
+  auto c = Parse({"--metrics-listen=nohostport"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("metrics-listen"));
+
+  auto d = Parse({"--no-such-flag=1"});
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr("no-such-flag"));
+
+  auto e = Parse({"--hot-interval=-5ms"});
+  EXPECT_FALSE(e.ok());
+  auto f = Parse({"--store-memory=12parsecs"});
+  EXPECT_FALSE(f.ok());
+  auto g = Parse({"--grpc-listen=127.0.0.1:70000"});
+  EXPECT_FALSE(g.ok());
+  auto h = Parse({"--netdev-include=(unclosed"});
+  EXPECT_FALSE(h.ok());
+}
+
+TEST(ConfigTest, BadFileNamesFileLineAndKey) {
+  std::string path = WriteTemp("sysfs-root = /x\nslow-interval = soon\n");
+  auto cl = Parse({"--config=" + path});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_THAT(std::string(cl.status().message()), HasSubstr(path + ":2"));
+  EXPECT_THAT(std::string(cl.status().message()), HasSubstr("slow-interval"));
+
+  std::string path2 = WriteTemp("bogus-key = 1\n");
+  auto cl2 = Parse({"--config=" + path2});
+  ASSERT_FALSE(cl2.ok());
+  EXPECT_THAT(std::string(cl2.status().message()), HasSubstr("bogus-key"));
+
+  auto missing = Parse({"--config=/nonexistent/fabricscoped.conf"});
+  EXPECT_FALSE(missing.ok());
+}
+
+TEST(ConfigTest, ListenAddresses) {
+  EXPECT_TRUE(ValidateListenAddress("127.0.0.1:0").ok());
+  EXPECT_TRUE(ValidateListenAddress("0.0.0.0:9478").ok());
+  EXPECT_TRUE(ValidateListenAddress("[::1]:9479").ok());
+  EXPECT_TRUE(ValidateListenAddress("localhost:80").ok());
+  EXPECT_FALSE(ValidateListenAddress(":80").ok());
+  EXPECT_FALSE(ValidateListenAddress("::1:80").ok());
+  EXPECT_FALSE(ValidateListenAddress("host:port").ok());
+}
+
+TEST(ConfigTest, ReloadKeepsFlagsOverFileAndReportsRestartOnlyChanges) {
+  std::string path = WriteTemp("log-level = info\nsysfs-root = /a\n");
+  auto cl = Parse({"--config=" + path, "--hot-interval=20ms"});
+  ASSERT_TRUE(cl.ok());
+  std::ofstream(path) << "log-level = debug\nsysfs-root = /b\nhot-interval = 99ms\n";
+  auto fresh = ReloadConfig(path, cl->flag_args);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->log_level, LogLevel::kDebug);
+  EXPECT_EQ(fresh->hot_interval, absl::Milliseconds(20));  // the flag still wins
+  EXPECT_THAT(RestartOnlyChanges(cl->config, *fresh), ::testing::ElementsAre("sysfs-root"));
+
+  std::ofstream(path) << "log-level = shouty\n";
+  EXPECT_FALSE(ReloadConfig(path, cl->flag_args).ok());
+}
+
+TEST(ConfigTest, HelpDocumentsEveryFlagWithItsDefault) {
+  std::string help = HelpText();
+  for (const char* flag :
+       {"--config", "--sysfs-root", "--metrics-listen", "--grpc-listen", "--log-level",
+        "--hot-interval", "--medium-interval", "--slow-interval", "--config-interval",
+        "--collectors", "--list-collectors", "--version", "--help"}) {
+    EXPECT_THAT(help, HasSubstr(flag));
+  }
+  EXPECT_THAT(help, HasSubstr("(default: 127.0.0.1:9479)"));
+  EXPECT_THAT(help, HasSubstr("(default: 10ms)"));
+}
+
+TEST(ConfigTest, ByteSizes) {
+  EXPECT_EQ(*ParseByteSize("1GiB"), 1ull << 30);
+  EXPECT_EQ(*ParseByteSize("5MB"), 5000000u);
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_FALSE(ParseByteSize("99999999999999999999GiB").ok());
+}
+
+}  // namespace
+}  // namespace fabricscope
