@@ -11,8 +11,8 @@ namespace fabricscope {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-absl::Mutex g_capture_mu;
-std::string* g_capture ABSL_GUARDED_BY(g_capture_mu) = nullptr;
+std::mutex g_capture_mu;
+std::string* g_capture = nullptr;  // guarded by g_capture_mu
 
 bool NeedsQuotes(absl::string_view v) {
   if (v.empty()) return true;
@@ -106,7 +106,7 @@ void Log(LogLevel level, absl::string_view component, absl::string_view msg,
   if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
   std::string line = FormatLogLine(absl::Now(), level, component, msg, fields);
   {
-    absl::MutexLock lock(&g_capture_mu);
+    std::lock_guard<std::mutex> lock(g_capture_mu);
     if (g_capture != nullptr) {
       g_capture->append(line);
       return;
@@ -124,12 +124,12 @@ void Log(LogLevel level, absl::string_view component, absl::string_view msg,
 }
 
 void SetLogCaptureForTest(std::string* sink) {
-  absl::MutexLock lock(&g_capture_mu);
+  std::lock_guard<std::mutex> lock(g_capture_mu);
   g_capture = sink;
 }
 
 bool LogRateLimiter::Allow(absl::string_view key, absl::Time now, uint64_t* suppressed) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Entry& e = entries_[key];
   if (now - e.last >= interval_) {
     e.last = now;

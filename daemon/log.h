@@ -15,14 +15,13 @@
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <utility>
 #include "absl/strings/string_view.h"
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace fabricscope {
@@ -70,8 +69,8 @@ class LogRateLimiter {
     uint64_t suppressed = 0;
   };
   const absl::Duration interval_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_;  // guarded by mu_
 };
 
 }  // namespace fabricscope

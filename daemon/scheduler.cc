@@ -154,7 +154,7 @@ void Scheduler::RunGroup(const Group& group) {
   const SteadyDuration interval = absl::ToChronoNanoseconds(group.interval);
   const SteadyTime start = clock_->SteadyNow();
   uint64_t k = 0;
-  while (!stop_.HasBeenNotified()) {
+  while (!stop_.Notified()) {
     const int64_t ts_ns = clock_->RealtimeNs();
     for (Tier t : group.tiers) PollTier(t, ts_ns);
     ++k;
@@ -175,7 +175,7 @@ void Scheduler::RunGroup(const Group& group) {
 }
 
 void Scheduler::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  stop_.Notify();
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }

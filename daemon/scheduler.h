@@ -27,7 +27,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "collectors/collector.h"
 #include "daemon/clock.h"
@@ -84,7 +83,7 @@ class Scheduler {
   std::array<std::atomic<uint64_t>, kNumTiers> ticks_{};
   LogRateLimiter log_limiter_{absl::Seconds(10)};
 
-  absl::Notification stop_;
+  StopSignal stop_;
   std::vector<std::thread> threads_;
   bool started_ = false;
 };

@@ -22,7 +22,7 @@ class RecordingCollector final : public Collector {
     return absl::OkStatus();
   }
   absl::Status Poll(PollContext& ctx) override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     polls_.push_back({ctx.tier(), ctx.ts_ns()});
     int n = ++count_[ctx.tier()];
     if (ctx.tier() == slow_tier_ && n == slow_poll_) clock_->Advance(slow_by_);
@@ -35,11 +35,11 @@ class RecordingCollector final : public Collector {
     slow_by_ = by;
   }
   int Count(Tier t) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return count_[t];
   }
   std::vector<std::pair<Tier, int64_t>> Polls() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return polls_;
   }
   bool discovered_ = false;
@@ -48,7 +48,7 @@ class RecordingCollector final : public Collector {
  private:
   std::vector<Tier> tiers_;
   FakeClock* clock_;
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::map<Tier, int> count_;
   std::vector<std::pair<Tier, int64_t>> polls_;
   Tier slow_tier_ = Tier::kConfig;
