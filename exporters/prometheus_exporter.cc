@@ -1,23 +1,27 @@
 #include "exporters/prometheus_exporter.h"
 
+#include <algorithm>
 #include <exception>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/store/aggregates.h"
 #include "prometheus/metric_type.h"
 
 namespace fabricscope {
 namespace {
 
 const MetricSpec& kCounterSaturated = DefineMetric(
-    {.name = "fabricscope_counter_saturated",
+    {.name = "fabricscope_ib_pma_saturated",
      .type = MetricType::kGauge,
      .help = "1 while a saturating IB PMA counter sits at its maximum (no rate can be derived "
              "from it until it is cleared), else 0.",
      .labels = {"device", "port", "counter"},
      .component = "store"});
 const MetricSpec& kCounterResets = DefineMetric(
-    {.name = "fabricscope_counter_resets_total",
+    {.name = "fabricscope_series_resets_total",
      .type = MetricType::kCounter,
      .help = "Times a raw counter went backwards other than by a 32-bit wrap (driver reload, "
              "counter clear). Present only for series that have reset.",
@@ -51,6 +55,40 @@ const MetricSpec& kStoreEvicted =
                   .help = "Samples evicted (oldest first) to stay within --store-memory.",
                   .labels = {},
                   .component = "store"});
+
+// Sub-second aggregates (daemon/store/aggregates.h), computed by the store at
+// append time; rendered here from the snapshot, never reset on scrape.
+const MetricSpec& kPeakRate = DefineMetric(
+    {.name = "fabricscope_peak_rate_per_second",
+     .type = MetricType::kGauge,
+     .help = "Highest per-poll-interval rate of a counter within the trailing --peak-window, in "
+             "the counter family's unit per second. `signal` is the family name without "
+             "fabricscope_ and _total, followed by :<value> for each family label other than "
+             "device/port/netdev/priority/direction (e.g. rdma_errors:out_of_sequence), so "
+             "every raw series keeps its own line.",
+     .labels = {"signal", "device", "port", "netdev", "priority", "direction"},
+     .component = "store"});
+const MetricSpec& kPauseFractionPeak = DefineMetric(
+    {.name = "fabricscope_pfc_pause_fraction_peak",
+     .type = MetricType::kGauge,
+     .help = "Highest fraction of one poll interval spent PFC-paused within the trailing "
+             "--peak-window (the per-interval rate of fabricscope_pfc_pause_seconds_total, "
+             "clamped to [0,1]; 1 = paused the whole interval).",
+     .labels = {"netdev", "priority", "direction"},
+     .component = "store"});
+const MetricSpec& kMicrobursts = DefineMetric(
+    {.name = "fabricscope_microbursts_total",
+     .type = MetricType::kCounter,
+     .help = "Poll intervals whose rate exceeded --burst-factor times the counter's trailing 1 s "
+             "mean rate and the signal's absolute floor (per second, family unit: port_bytes "
+             "and netdev_bytes 1e8; port_packets, port_unicast_packets, netdev_packets and "
+             "rdma_requests 1e5; port_multicast_packets, ecn_marked_packets, cnp_sent, "
+             "cnp_handled and pfc_pause_frames 1e3; cnp_ignored 100; pfc_pause_seconds 0.05; "
+             "ib_port_xmit_wait_ticks 1e6; rdma_errors, ib_port_errors, discards, "
+             "netdev_drops and netdev_errors 10; any other signal 100). Labels as "
+             "fabricscope_peak_rate_per_second.",
+     .labels = {"signal", "device", "port", "netdev", "priority", "direction"},
+     .component = "store"});
 
 prometheus::MetricType ToPromType(MetricType t) {
   switch (t) {
@@ -94,6 +132,65 @@ void AddScalar(std::vector<prometheus::MetricFamily>* out, const MetricSpec& spe
 
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
+bool IsPlacementLabel(absl::string_view l) {
+  return l == "device" || l == "port" || l == "netdev" || l == "priority" || l == "direction";
+}
+
+// The `signal` label of the aggregate families: the signal name plus the
+// values of the family's other labels (`counter`, `reason`, ...).
+std::string AggregateSignalLabel(const Signal& sig) {
+  std::string out = sig.name;
+  if (sig.family == nullptr) return out;
+  for (size_t i = 0; i < sig.family->labels.size() && i < sig.label_values.size(); ++i) {
+    if (IsPlacementLabel(sig.family->labels[i]) || sig.label_values[i].empty()) continue;
+    absl::StrAppend(&out, ":", sig.label_values[i]);
+  }
+  return out;
+}
+
+// Accumulates one family without duplicate label sets: duplicates merge with
+// max (peaks) or sum (counters).
+class DedupFamily {
+ public:
+  enum class Merge { kMax, kSum };
+  DedupFamily(const MetricSpec& spec, Merge merge) : family_(NewFamily(spec)), merge_(merge) {}
+  void Add(std::vector<prometheus::ClientMetric::Label> labels, double v) {
+    uint64_t h = 0;
+    for (const auto& l : labels) h = absl::HashOf(h, l.value);
+    // Open addressing on the hash: a different label set with the same hash
+    // moves on to the next slot.
+    for (;; ++h) {
+      auto [it, inserted] = index_.try_emplace(h, family_.metric.size());
+      if (inserted) {
+        AddSample(&family_, std::move(labels), v);
+        return;
+      }
+      prometheus::ClientMetric& m = family_.metric[it->second];
+      if (!SameValues(m.label, labels)) continue;
+      double& cur =
+          family_.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+      cur = merge_ == Merge::kMax ? std::max(cur, v) : cur + v;
+      return;
+    }
+  }
+  bool empty() const { return family_.metric.empty(); }
+  prometheus::MetricFamily Take() { return std::move(family_); }
+
+ private:
+  static bool SameValues(const std::vector<prometheus::ClientMetric::Label>& a,
+                         const std::vector<prometheus::ClientMetric::Label>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].value != b[i].value) return false;
+    }
+    return true;
+  }
+
+  prometheus::MetricFamily family_;
+  Merge merge_;
+  absl::flat_hash_map<uint64_t, size_t> index_;
+};
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
@@ -104,6 +201,14 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
   std::map<std::string, prometheus::MetricFamily> families;
   prometheus::MetricFamily saturated = NewFamily(kCounterSaturated);
   prometheus::MetricFamily resets = NewFamily(kCounterResets);
+  DedupFamily peaks(kPeakRate, DedupFamily::Merge::kMax);
+  DedupFamily pause_peaks(kPauseFractionPeak, DedupFamily::Merge::kMax);
+  DedupFamily bursts(kMicrobursts, DedupFamily::Merge::kSum);
+  const int64_t now_ns = NowNs();
+  // A peak is as of the series' last sample: stale once that is older than the
+  // window (plus one peak bucket), e.g. a series no longer polled.
+  const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
+  const int64_t stale_ns = window_ns + std::max<int64_t>(1'000'000'000, window_ns / 16);
   for (const SeriesSnapshot& s : snap) {
     if (!s.state.has_value || !s.state.present || s.signal->family == nullptr) continue;
     const MetricSpec& spec = *s.signal->family;
@@ -115,6 +220,26 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
       labels.push_back({spec.labels[i], s.signal->label_values[i]});
     }
     AddSample(&it->second, std::move(labels), s.state.total);
+
+    if (s.signal->semantics.kind != CounterKind::kGauge) {
+      const Signal& sig = *s.signal;
+      std::vector<prometheus::ClientMetric::Label> agg_labels = {
+          {"signal", AggregateSignalLabel(sig)},
+          {"device", std::string(sig.Label("device"))},
+          {"port", std::string(sig.Label("port"))},
+          {"netdev", std::string(sig.Label("netdev"))},
+          {"priority", std::string(sig.Label("priority"))},
+          {"direction", std::string(sig.Label("direction"))}};
+      const bool fresh = now_ns - s.state.last_ts_ns <= stale_ns;
+      if (s.state.peak_valid && fresh) {
+        if (sig.name == "pfc_pause_seconds") {
+          pause_peaks.Add({agg_labels[3], agg_labels[4], agg_labels[5]},
+                          std::clamp(s.state.peak_rate, 0.0, 1.0));
+        }
+        peaks.Add(agg_labels, s.state.peak_rate);
+      }
+      bursts.Add(std::move(agg_labels), static_cast<double>(s.state.microbursts));
+    }
 
     const std::string port = s.key->port == 0 ? "" : absl::StrCat(s.key->port);
     if (s.signal->semantics.kind == CounterKind::kSaturating) {
@@ -150,6 +275,12 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
   }
   if (!saturated.metric.empty()) families.emplace(saturated.name, std::move(saturated));
   if (!resets.metric.empty()) families.emplace(resets.name, std::move(resets));
+  for (DedupFamily* f : {&peaks, &pause_peaks, &bursts}) {
+    if (f->empty()) continue;
+    prometheus::MetricFamily fam = f->Take();
+    std::string name = fam.name;
+    families.emplace(std::move(name), std::move(fam));
+  }
   for (auto& [name, f] : families) out.push_back(std::move(f));
 
   StoreStats stats = store.Stats();

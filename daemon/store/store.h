@@ -8,31 +8,63 @@
 //    polls it. Different series are appended concurrently from different tier
 //    threads.
 //  - Readers (scrapes, queries) take snapshots; they never block a writer for
-//    longer than copying one series' latest state.
-//  - Memory is bounded by StoreOptions::memory_bytes; when full, the oldest
-//    samples go first and are counted as evicted.
+//    longer than copying one series' latest state, or its head chunk (at most
+//    kMaxChunkBytes) and two chunk pointers.
+//  - Memory is bounded by StoreOptions::memory_bytes; when full, the globally
+//    oldest chunks go first and their samples are counted as evicted.
+//
+// Layout: per series a chain of sealed, immutable, compressed chunks
+// (daemon/store/chunk.h: delta-of-delta timestamps, zig-zag value deltas; a
+// counter that does not move on a regular poll costs 1 bit per sample) plus
+// one mutable head chunk. A chunk is sealed when it holds kMaxChunkSamples
+// samples or its head buffer (grown by doubling up to kMaxChunkBytes) is full.
+// Sealed chunks are shared (shared_ptr, each owning the next newer one), so a
+// reader keeps what it read alive without holding any lock, and eviction just
+// drops the store's reference to the oldest one. Raw values are kept exactly.
+//
+// Budget: every byte the store holds is accounted against memory_bytes before
+// it is allocated: sealed chunks (payload + fixed overhead), head buffers
+// (capacity) and the per-series overhead (key, signal, aggregate windows, table
+// entries). When an allocation would exceed the budget, the chunk with the
+// oldest first timestamp across all series is evicted, repeatedly. If nothing
+// sealed is left, a growing head chunk drops its own samples (counted as
+// evicted), and Register returns kInvalidSeries (Append/Get on it are no-ops)
+// rather than exceed the budget. Chunks that a reader still holds after their
+// eviction are the reader's memory until it lets go.
 //
 // Derived state computed at append time (counter semantics from
 // counter_semantics.h, scaled to the family unit): the monotonic exported
-// total, the last per-interval rate, resets and saturation.
+// total, the last per-interval rate, resets and saturation, and the
+// sub-second aggregates of aggregates.h (peak rate within the peak window,
+// microburst count). Nothing resets on read.
 //
 // Thread-safety: all methods are thread-safe, subject to the one-writer-per-
-// series rule for Append.
+// series rule for Append. Append finds its series without a lock (an atomic
+// id table) and holds only that series' lock for O(1) work. Lock order:
+// table_mu_ -> evict_mu_ -> a series' mu; a writer never holds its own series
+// lock while evicting.
+//
+// Ownership: the store owns every series for its lifetime; SeriesSnapshot's
+// key/signal pointers stay valid until the store is destroyed.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectors/signals.h"
+#include "daemon/store/aggregates.h"
+#include "daemon/store/chunk.h"
 #include "daemon/store/counter_semantics.h"
 #include "daemon/store/series.h"
 
@@ -61,6 +93,32 @@ struct SeriesState {
   double last_rate = 0;
   bool rate_valid = false;
   uint64_t samples = 0;  // appended since registration
+  // Counters only (aggregates.h), as of last_ts_ns: the highest valid
+  // per-interval rate within the trailing StoreOptions::peak_window (family
+  // unit per second; valid when peak_valid), and the poll intervals judged
+  // microbursts since registration.
+  double peak_rate = 0;
+  bool peak_valid = false;
+  uint64_t microbursts = 0;
+};
+
+// The counter delta between two times (Store::Delta).
+struct CounterDelta {
+  // Raw units and family units (raw * Signal::scale), with the semantics of
+  // counter_semantics.h: wraps are unwrapped, an interval containing a reset
+  // contributes nothing, a saturated counter stops counting.
+  uint64_t raw_delta = 0;
+  double delta = 0;
+  uint64_t resets = 0;
+  bool saturated = false;
+  // Coverage: the samples the delta was computed from. The baseline is the
+  // last sample at or before from_ns if the store still holds one, else the
+  // first sample after it; the end is the last sample at or before to_ns.
+  size_t samples = 0;  // 0: nothing held in [from, to] (not covered at all)
+  int64_t first_ts_ns = 0;
+  int64_t last_ts_ns = 0;
+  bool covers_from = false;  // first_ts_ns <= from_ns
+  bool covers_to = false;    // the series has a sample at or after to_ns
 };
 
 struct SeriesSnapshot {
@@ -87,7 +145,14 @@ struct StoreStats {
   int64_t oldest_ts_ns = 0;      // oldest sample still held (0 if none)
   uint64_t evicted_samples = 0;  // dropped to stay within the budget
   uint64_t series = 0;
+  uint64_t chunks = 0;           // sealed chunks held
+  uint64_t rejected_series = 0;  // Register calls refused for lack of memory
 };
+
+// Chunk geometry (see the header comment).
+inline constexpr size_t kInitialHeadBytes = 64;
+inline constexpr size_t kMaxChunkBytes = 1024;
+inline constexpr uint32_t kMaxChunkSamples = 8192;
 
 class Store {
  public:
@@ -111,8 +176,15 @@ class Store {
   // Readers.
   std::vector<SeriesSnapshot> Snapshot() const;
   std::optional<SeriesSnapshot> Get(SeriesId id) const;
-  // Samples of `id` with from_ns <= ts_ns <= to_ns, oldest first.
+  // Samples of `id` with from_ns <= ts_ns <= to_ns, in append order (oldest
+  // first), at full resolution (decoded from the chunks). Empty for an unknown
+  // id. Decoding runs without any lock held.
   std::vector<Sample> ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns) const;
+  // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
+  // NotFound for an unknown id, FailedPrecondition for a gauge series,
+  // InvalidArgument when from_ns > to_ns. Assumes non-decreasing timestamps;
+  // after a realtime clock step, append order is used.
+  absl::StatusOr<CounterDelta> Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const;
   StoreStats Stats() const;
 
   // Port inventory.
@@ -122,17 +194,53 @@ class Store {
   const StoreOptions& options() const { return options_; }
 
  private:
+  struct Chunk;
   struct Series;
+  struct ReadView;
+  struct HeapEntry {
+    int64_t ts_ns;  // first timestamp of the series' oldest sealed chunk
+    Series* series;
+  };
   Series* Lookup(SeriesId id) const;
+  // Accounts `bytes` against the budget, evicting the oldest chunks as needed;
+  // false (nothing accounted) when even an empty store could not hold them.
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+  // Evicts the globally oldest sealed chunk; false if there is none.
+  bool EvictOldestLocked();          // evict_mu_ held
+  void PushHeapLocked(HeapEntry e);  // evict_mu_ held
+  // Writer only: makes room in the head chunk for one more sample (grow or seal).
+  void PrepareHead(Series* s);
+  void DropHead(Series* s);
+  bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
 
   const StoreOptions options_;
-  mutable absl::Mutex table_mu_;
+  const PeakGeometry peak_geometry_;
+  mutable std::shared_mutex table_mu_;
   std::vector<std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(table_mu_);
   absl::flat_hash_map<SeriesKey, SeriesId> by_key_ ABSL_GUARDED_BY(table_mu_);
-  size_t per_series_capacity_ ABSL_GUARDED_BY(table_mu_);
+  // Lock-free id -> series for the append path: blocks of kLookupBlock
+  // pointers, allocated and published (release) under table_mu_, never freed
+  // before the store.
+  static constexpr size_t kLookupBlockBits = 10;
+  static constexpr size_t kLookupBlock = size_t{1} << kLookupBlockBits;
+  static constexpr size_t kLookupBlocks = size_t{1} << 10;  // 1M series
+  struct LookupTable {
+    std::unique_ptr<std::atomic<Series*>[]> owned[kLookupBlocks];
+    std::atomic<std::atomic<Series*>*> blocks[kLookupBlocks] = {};
+  };
+  const std::unique_ptr<LookupTable> lookup_ = std::make_unique<LookupTable>();
+  std::atomic<uint32_t> lookup_size_{0};
   std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> rejected_series_{0};
 
-  mutable absl::Mutex ports_mu_;
+  // The budget: bytes accounted and a min-heap (by first timestamp) with one
+  // entry per series that holds sealed chunks.
+  mutable std::mutex evict_mu_;
+  uint64_t used_bytes_ ABSL_GUARDED_BY(evict_mu_) = 0;
+  std::vector<HeapEntry> heap_ ABSL_GUARDED_BY(evict_mu_);
+
+  mutable std::mutex ports_mu_;
   std::vector<PortInfo> ports_ ABSL_GUARDED_BY(ports_mu_);
 };
 

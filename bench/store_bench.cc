@@ -1,0 +1,194 @@
+// Store benchmarks: ns per appended sample and bytes per sample.
+//
+// Bytes per sample are reported as counters:
+//   store_B/sample  every byte the store accounts against --store-memory
+//                   (chunks, head buffers, per-series overhead) / samples held
+//   codec_B/sample  the compressed bit stream alone / samples
+// on (a) counters replayed with realistic movement and (b) constant counters.
+//
+// Realistic movement: the counters of the mlx5_0 port 1 fixture
+// (tests/fixtures/sysfs, origin: prometheus/procfs testdata, Apache-2.0) are
+// taken as the totals of a port that has been up 30 days; each 10 ms tick adds
+// a random increment with that mean rate (uniform in [0, 2 x mean] when the
+// mean is >= 1 per tick, else one event with probability = mean). Timestamps
+// advance by exactly 10 ms ("regular") or by 10 ms +- 20 us ("jitter", what a
+// realtime clock read at each tick looks like).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "daemon/store/chunk.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+namespace {
+
+struct FixtureCounter {
+  const char* source;
+  const char* name;
+  uint64_t value;
+};
+// mlx5_0 port 1, tests/fixtures (procfs testdata).
+constexpr FixtureCounter kFixture[] = {
+    {"counters", "port_rcv_data", 18126345378ull},
+    {"counters", "port_rcv_packets", 541889824ull},
+    {"counters", "port_xmit_data", 2880761508848ull},
+    {"counters", "port_xmit_packets", 10907922116ull},
+    {"counters", "unicast_rcv_packets", 541889824ull},
+    {"counters", "unicast_xmit_packets", 10907922116ull},
+    {"counters", "multicast_rcv_packets", 0},
+    {"counters", "multicast_xmit_packets", 0},
+    {"counters", "port_rcv_errors", 0},
+    {"counters", "port_xmit_discards", 0},
+    {"counters", "symbol_error", 0},
+    {"counters", "link_downed", 0},
+    {"counters", "port_xmit_wait", 0},
+    {"hw_counters", "duplicate_request", 41},
+    {"hw_counters", "local_ack_timeout_err", 131},
+    {"hw_counters", "out_of_buffer", 0},
+    {"hw_counters", "out_of_sequence", 1},
+    {"hw_counters", "packet_seq_err", 1},
+    {"hw_counters", "req_cqe_error", 3481},
+    {"hw_counters", "req_cqe_flush_error", 80},
+    {"hw_counters", "resp_cqe_error", 8109},
+    {"hw_counters", "resp_cqe_flush_error", 4708},
+    {"hw_counters", "roce_adp_retrans", 99},
+    {"hw_counters", "roce_adp_retrans_to", 4},
+    {"hw_counters", "roce_slow_restart_cnps", 131},
+    {"hw_counters", "rx_read_requests", 175528982ull},
+    {"hw_counters", "rx_write_requests", 742114ull},
+    {"hw_counters", "rnr_nak_retry_err", 0},
+};
+constexpr double kUptimeTicks = 30.0 * 86400 * 100;  // 30 days of 10 ms ticks
+constexpr int64_t kTickNs = 10'000'000;
+
+Signal SignalFor(const SeriesKey& key) {
+  if (auto s = MapCounter(key)) return *s;
+  Signal s;  // unmapped names still get stored as plain 64-bit counters
+  s.name = key.name;
+  return s;
+}
+
+struct Replay {
+  std::vector<SeriesId> ids;
+  std::vector<uint64_t> values;
+  std::vector<double> mean_per_tick;
+};
+
+// Registers `copies` x the fixture port.
+Replay Setup(Store* store, int copies) {
+  Replay r;
+  for (int c = 0; c < copies; ++c) {
+    for (const FixtureCounter& f : kFixture) {
+      SeriesKey key{f.source, f.name, "mlx5_" + std::to_string(c), 1, ""};
+      r.ids.push_back(store->Register(key, SignalFor(key)));
+      r.values.push_back(f.value);
+      r.mean_per_tick.push_back(static_cast<double>(f.value) / kUptimeTicks);
+    }
+  }
+  return r;
+}
+
+uint64_t Increment(std::mt19937_64& rng, double mean) {
+  if (mean <= 0) return 0;
+  if (mean < 1) return std::uniform_real_distribution<double>(0, 1)(rng) < mean ? 1 : 0;
+  return rng() % (static_cast<uint64_t>(2 * mean) + 1);
+}
+
+enum Movement { kRealistic = 0, kConstant = 1 };
+
+// Appends `ticks` ticks to every series; returns the samples appended.
+uint64_t RunTicks(Store* store, Replay* r, int ticks, Movement m, bool jitter, int64_t* ts,
+                  std::mt19937_64& rng) {
+  for (int t = 0; t < ticks; ++t) {
+    *ts += kTickNs + (jitter ? static_cast<int64_t>(rng() % 40'001) - 20'000 : 0);
+    for (size_t i = 0; i < r->ids.size(); ++i) {
+      if (m == kRealistic) r->values[i] += Increment(rng, r->mean_per_tick[i]);
+      store->Append(r->ids[i], *ts, r->values[i]);
+    }
+  }
+  return uint64_t(ticks) * r->ids.size();
+}
+
+// ns per appended sample: steady state (chunks seal and the budget evicts).
+void BM_Append(benchmark::State& state) {
+  const Movement m = static_cast<Movement>(state.range(0));
+  StoreOptions o;
+  o.memory_bytes = 64ull << 20;
+  Store store(o);
+  Replay r = Setup(&store, 36);  // ~1000 series
+  std::mt19937_64 rng(42);
+  int64_t ts = 1'700'000'000'000'000'000;
+  // Pre-generate increments so that the RNG is not timed.
+  const int kTicks = 256;
+  std::vector<std::vector<uint64_t>> inc(kTicks, std::vector<uint64_t>(r.ids.size()));
+  for (int t = 0; t < kTicks; ++t) {
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      inc[t][i] = m == kRealistic ? Increment(rng, r.mean_per_tick[i]) : 0;
+    }
+  }
+  uint64_t n = 0;
+  int t = 0;
+  for (auto _ : state) {
+    ts += kTickNs;
+    const std::vector<uint64_t>& d = inc[t];
+    for (size_t i = 0; i < r.ids.size(); ++i) store.Append(r.ids[i], ts, r.values[i] += d[i]);
+    n += r.ids.size();
+    if (++t == kTicks) t = 0;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(n));
+  state.counters["ns/sample"] = benchmark::Counter(
+      static_cast<double>(n), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Append)->Arg(kRealistic)->Arg(kConstant)->ArgNames({"constant"});
+
+// Bytes per sample held, after 30 minutes of 10 ms polling (180k samples per
+// series, no eviction).
+void BM_BytesPerSample(benchmark::State& state) {
+  const Movement m = static_cast<Movement>(state.range(0));
+  const bool jitter = state.range(1) != 0;
+  double store_bps = 0, codec_bps = 0;
+  for (auto _ : state) {
+    StoreOptions o;
+    o.memory_bytes = 1ull << 30;
+    Store store(o);
+    Replay r = Setup(&store, 1);
+    std::mt19937_64 rng(7);
+    int64_t ts = 1'700'000'000'000'000'000;
+    const uint64_t before = store.Stats().bytes;
+    RunTicks(&store, &r, 180'000, m, jitter, &ts, rng);
+    StoreStats st = store.Stats();
+    store_bps = static_cast<double>(st.bytes) / static_cast<double>(st.samples);
+    // Codec alone: re-encode what is held.
+    uint64_t bytes = 0, samples = 0;
+    for (SeriesId id : r.ids) {
+      auto s = store.ReadRange(id, INT64_MIN, INT64_MAX);
+      for (size_t i = 0; i < s.size(); i += kMaxChunkSamples) {
+        std::vector<Sample> part(s.begin() + i,
+                                 s.begin() + std::min(s.size(), i + kMaxChunkSamples));
+        EncodedChunk c = EncodeChunk(part);
+        bytes += c.data.size() + 2 * sizeof(uint64_t);  // stream + first sample
+      }
+      samples += s.size();
+    }
+    codec_bps = static_cast<double>(bytes) / static_cast<double>(samples);
+    state.counters["overhead_B"] = static_cast<double>(before);
+  }
+  state.counters["store_B/sample"] = store_bps;
+  state.counters["codec_B/sample"] = codec_bps;
+}
+BENCHMARK(BM_BytesPerSample)
+    ->Args({kRealistic, 0})
+    ->Args({kRealistic, 1})
+    ->Args({kConstant, 0})
+    ->Args({kConstant, 1})
+    ->ArgNames({"constant", "jitter"})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fabricscope
+
+BENCHMARK_MAIN();
