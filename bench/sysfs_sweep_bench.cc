@@ -1,0 +1,234 @@
+// One full sweep of the rdma_sysfs collector over a generated fake tree of
+// 8 mlx5 devices x 2 RoCE ports, each with the full counters/ (21 PMA files)
+// and hw_counters/ (28 counters + lifespan) sets: 16 x 49 = 784 counter reads
+// per sweep (hot + medium + slow tier, the slow tier including its device
+// rescan). Reported: time per sweep, and items/s = counter reads per second
+// (ns per read = 1e9 / items_per_second). See bench/README.md for figures.
+//
+// The tree lives in a temporary directory on a regular filesystem: this
+// measures the collector's own cost (syscall, parse, store append), not the
+// kernel's sysfs/firmware cost on a real NIC (counters.md section 7).
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/rdma_sysfs_collector.h"
+#include "collectors/sysfs_reader.h"
+#include "daemon/clock.h"
+#include "daemon/config.h"
+#include "daemon/metrics.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kDevices = 8;
+constexpr int kPorts = 2;
+
+// The mlx5 RoCE name sets (../shared/fixtures/infiniband/telegraf_test_mlx5_*).
+const char* const kPmaCounters[] = {"excessive_buffer_overrun_errors",
+                                    "link_downed",
+                                    "link_error_recovery",
+                                    "local_link_integrity_errors",
+                                    "multicast_rcv_packets",
+                                    "multicast_xmit_packets",
+                                    "port_rcv_constraint_errors",
+                                    "port_rcv_data",
+                                    "port_rcv_errors",
+                                    "port_rcv_packets",
+                                    "port_rcv_remote_physical_errors",
+                                    "port_rcv_switch_relay_errors",
+                                    "port_xmit_constraint_errors",
+                                    "port_xmit_data",
+                                    "port_xmit_discards",
+                                    "port_xmit_packets",
+                                    "port_xmit_wait",
+                                    "symbol_error",
+                                    "unicast_rcv_packets",
+                                    "unicast_xmit_packets",
+                                    "VL15_dropped"};
+const char* const kHwCounters[] = {"duplicate_request",
+                                   "implied_nak_seq_err",
+                                   "local_ack_timeout_err",
+                                   "np_cnp_sent",
+                                   "np_ecn_marked_roce_packets",
+                                   "out_of_buffer",
+                                   "out_of_sequence",
+                                   "packet_seq_err",
+                                   "req_cqe_error",
+                                   "req_cqe_flush_error",
+                                   "req_remote_access_errors",
+                                   "req_remote_invalid_request",
+                                   "resp_cqe_error",
+                                   "resp_cqe_flush_error",
+                                   "resp_local_length_error",
+                                   "resp_remote_access_errors",
+                                   "rnr_nak_retry_err",
+                                   "roce_adp_retrans",
+                                   "roce_adp_retrans_to",
+                                   "roce_slow_restart",
+                                   "roce_slow_restart_cnps",
+                                   "roce_slow_restart_trans",
+                                   "rp_cnp_handled",
+                                   "rp_cnp_ignored",
+                                   "rx_atomic_requests",
+                                   "rx_icrc_encapsulated",
+                                   "rx_read_requests",
+                                   "rx_write_requests"};
+
+void Write(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::trunc) << s;
+}
+
+// Generates the tree once per process; removed at exit.
+class GeneratedTree {
+ public:
+  static const GeneratedTree& Get() {
+    static const GeneratedTree* tree = new GeneratedTree();
+    return *tree;
+  }
+  const std::string& root() const { return root_; }
+  size_t counter_files() const { return counter_files_; }
+
+ private:
+  GeneratedTree() {
+    char tmpl[] = "/tmp/fabricscope_sweep_bench.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    uint64_t v = 1234567;
+    for (int d = 0; d < kDevices; ++d) {
+      for (int p = 1; p <= kPorts; ++p) {
+        fs::path port = fs::path(root_) / "class/infiniband" / ("mlx5_" + std::to_string(d)) /
+                        "ports" / std::to_string(p);
+        Write(port / "link_layer", "Ethernet\n");
+        Write(port / "state", "4: ACTIVE\n");
+        Write(port / "rate", "200 Gb/sec (4X HDR)\n");
+        Write(port / "gid_attrs/ndevs/0",
+              "ens" + std::to_string(d) + "f" + std::to_string(p) + "\n");
+        Write(port / "hw_counters/lifespan", "10\n");
+        for (const char* n : kPmaCounters) {
+          Write(port / "counters" / n, std::to_string(v += 7919) + "\n");
+          ++counter_files_;
+        }
+        for (const char* n : kHwCounters) {
+          Write(port / "hw_counters" / n, std::to_string(v += 104729) + "\n");
+          ++counter_files_;
+        }
+      }
+    }
+    std::atexit([] { fs::remove_all(Get().root_); });
+  }
+  std::string root_;
+  size_t counter_files_ = 0;
+};
+
+class BenchPollContext final : public PollContext {
+ public:
+  BenchPollContext(Store* store, Tier tier, int64_t ts) : store_(store), tier_(tier), ts_(ts) {}
+  Tier tier() const override { return tier_; }
+  int64_t ts_ns() const override { return ts_; }
+  void Append(SeriesId id, uint64_t raw) override {
+    ++appends;
+    if (store_ != nullptr) store_->Append(id, ts_, raw);
+  }
+  void Error(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
+  uint64_t appends = 0;
+  uint64_t errors = 0;
+
+ private:
+  Store* store_;
+  Tier tier_;
+  int64_t ts_;
+};
+
+// range(0): 1 = append into the store (the real path), 0 = discard samples.
+void BM_FullSweep(benchmark::State& state) {
+  const GeneratedTree& tree = GeneratedTree::Get();
+  Config config;
+  config.sysfs_root = tree.root();
+  Store store;
+  FakeClock clock;
+  MetricsRegistry metrics;
+  RdmaSysfsCollector collector(CollectorContext{&config, &store, &clock, &metrics});
+  Store* sink = state.range(0) != 0 ? &store : nullptr;
+  int64_t ts = 1'700'000'000'000'000'000;
+  {
+    BenchPollContext ctx(sink, Tier::kConfig, ts);
+    if (!collector.Discover(ctx).ok()) state.SkipWithError("discover failed");
+  }
+  uint64_t reads = 0;
+  uint64_t errors = 0;
+  for (auto _ : state) {
+    ts += 10'000'000;
+    for (Tier t : {Tier::kHot, Tier::kMedium, Tier::kSlow}) {
+      BenchPollContext ctx(sink, t, ts);
+      (void)collector.Poll(ctx);
+      reads += ctx.appends;
+      errors += ctx.errors;
+    }
+  }
+  if (errors != 0) state.SkipWithError("errors during the sweep");
+  if (reads != state.iterations() * tree.counter_files()) state.SkipWithError("short sweep");
+  state.SetItemsProcessed(static_cast<int64_t>(reads));
+  state.counters["reads_per_sweep"] = static_cast<double>(tree.counter_files());
+}
+BENCHMARK(BM_FullSweep)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+
+// The hot tier alone (12 congestion counters x 16 ports), what runs every 10 ms.
+void BM_HotTier(benchmark::State& state) {
+  const GeneratedTree& tree = GeneratedTree::Get();
+  Config config;
+  config.sysfs_root = tree.root();
+  Store store;
+  FakeClock clock;
+  MetricsRegistry metrics;
+  RdmaSysfsCollector collector(CollectorContext{&config, &store, &clock, &metrics});
+  int64_t ts = 1'700'000'000'000'000'000;
+  BenchPollContext discover(&store, Tier::kConfig, ts);
+  (void)collector.Discover(discover);
+  uint64_t reads = 0;
+  for (auto _ : state) {
+    BenchPollContext ctx(&store, Tier::kHot, ts += 10'000'000);
+    (void)collector.Poll(ctx);
+    reads += ctx.appends;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(reads));
+}
+BENCHMARK(BM_HotTier)->Unit(benchmark::kMicrosecond);
+
+// One CounterFile::Read (pread + strict parse), the unit everything is built of.
+void BM_CounterFileRead(benchmark::State& state) {
+  const GeneratedTree& tree = GeneratedTree::Get();
+  auto f =
+      CounterFile::Open(tree.root() + "/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data");
+  if (!f.ok()) {
+    state.SkipWithError("open failed");
+    return;
+  }
+  for (auto _ : state) {
+    auto v = f->Read();
+    benchmark::DoNotOptimize(v);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CounterFileRead);
+
+void BM_ParseCounter(benchmark::State& state) {
+  for (auto _ : state) {
+    auto v = ParseCounter("238334949937759\n");
+    benchmark::DoNotOptimize(v);
+  }
+}
+BENCHMARK(BM_ParseCounter);
+
+}  // namespace
+}  // namespace fabricscope
+
+BENCHMARK_MAIN();

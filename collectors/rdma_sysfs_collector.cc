@@ -1,0 +1,462 @@
+#include "collectors/rdma_sysfs_collector.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/signals.h"
+#include "daemon/config.h"
+#include "daemon/log.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr absl::string_view kSources[] = {"hw_counters", "counters", "counters_ext"};
+
+bool IsPmaDataCounter(absl::string_view name) {
+  return name == "port_xmit_data" || name == "port_rcv_data" || name == "port_xmit_packets" ||
+         name == "port_rcv_packets";
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// "4: ACTIVE" -> "ACTIVE".
+std::string StripEnumPrefix(const std::string& s) {
+  size_t colon = s.find(": ");
+  if (colon == std::string::npos) return s;
+  uint32_t n;
+  if (!absl::SimpleAtoi(absl::string_view(s).substr(0, colon), &n)) return s;
+  return s.substr(colon + 2);
+}
+
+// Numeric names of `dir` in numeric order (port numbers, gid indexes).
+std::vector<std::pair<uint32_t, std::string>> NumericEntries(const std::string& dir) {
+  std::vector<std::pair<uint32_t, std::string>> out;
+  auto names = ListDir(dir);
+  if (!names.ok()) return out;
+  for (const std::string& n : *names) {
+    uint32_t v;
+    if (absl::SimpleAtoi(n, &v)) out.emplace_back(v, n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string FindNetdev(const std::string& dev_dir, const std::string& port_dir, uint32_t port) {
+  const std::string ndevs = port_dir + "/gid_attrs/ndevs";
+  for (const auto& [idx, name] : NumericEntries(ndevs)) {
+    auto v = ReadAttribute(ndevs + "/" + name);  // unused GID entries fail with EINVAL
+    if (v.ok() && !v->empty()) return *v;
+  }
+  const std::string net = dev_dir + "/device/net";
+  auto names = ListDir(net);
+  if (!names.ok() || names->empty()) return "";
+  if (names->size() > 1) {
+    for (const std::string& n : *names) {
+      auto dev_port = ReadAttribute(net + "/" + n + "/dev_port");
+      uint32_t dp;
+      if (dev_port.ok() && absl::SimpleAtoi(*dev_port, &dp) && dp + 1 == port) return n;
+    }
+  }
+  return names->front();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const CollectorContext& ctx) {
+  if (ctx.config == nullptr || ctx.store == nullptr) {
+    return absl::InvalidArgumentError("rdma_sysfs needs a config and a store");
+  }
+  return std::make_unique<RdmaSysfsCollector>(ctx);
+}
+
+RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
+    : root_(ctx.config->sysfs_root + "/class/infiniband"),
+      hot_counters_(ctx.config->hot_counters.begin(), ctx.config->hot_counters.end()),
+      store_(ctx.store) {}
+
+RdmaSysfsCollector::~RdmaSysfsCollector() = default;
+
+std::vector<Tier> RdmaSysfsCollector::Tiers() const {
+  return {Tier::kHot, Tier::kMedium, Tier::kSlow, Tier::kConfig};
+}
+
+absl::Status RdmaSysfsCollector::Discover(PollContext& ctx) {
+  Rescan(ctx, /*refresh_attributes=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status RdmaSysfsCollector::Poll(PollContext& ctx) {
+  const Tier tier = ctx.tier();
+  if (tier == Tier::kSlow || tier == Tier::kConfig) Rescan(ctx, tier == Tier::kConfig);
+  TierState& ts = tiers_[static_cast<int>(tier)];
+  if (generation_.load(std::memory_order_acquire) != ts.generation) SyncTier(ts, ctx);
+  PollTier(ts, ctx);
+  return absl::OkStatus();
+}
+
+size_t RdmaSysfsCollector::OpenFilesForTest(Tier tier) const {
+  size_t n = 0;
+  for (const TierFile& f : tiers_[static_cast<int>(tier)].files) n += f.file.is_open() ? 1 : 0;
+  return n;
+}
+
+// ---------------------------------------------------------------------------
+// Tier side: runs on the tier's thread, touches only its TierState.
+
+void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
+  for (size_t i = 0; i < ts.files.size(); ++i) {
+    TierFile& f = ts.files[i];
+    if (!f.file.is_open()) continue;
+    absl::StatusOr<uint64_t> v = f.file.Read();
+    if (v.ok()) {
+      ctx.Append(f.spec->id, *v);
+      continue;
+    }
+    const CollectorErrorCode code = ErrorCodeOf(v.status());
+    switch (code) {
+      case CollectorErrorCode::kNotFound: {
+        const TierDevice& d = ts.devices[f.device];
+        ctx.Error(code, d.name,
+                  absl::StrCat("device vanished (", v.status().message(), " reading ", f.spec->path,
+                               "); its series are absent until it returns"));
+        CloseDevice(ts, f.device);
+        rescan_requested_.store(true, std::memory_order_release);
+        break;
+      }
+      case CollectorErrorCode::kUnsupported:
+      case CollectorErrorCode::kPermissionDenied:
+        ctx.Error(code, f.spec->path,
+                  absl::StrCat(v.status().message(),
+                               "; not read again until the device is rediscovered"));
+        f.disabled = true;
+        f.file.Close();
+        break;
+      default:
+        ctx.Error(code, f.spec->path, v.status().message());
+        break;
+    }
+  }
+}
+
+void RdmaSysfsCollector::CloseDevice(TierState& ts, uint32_t device) {
+  for (TierFile& f : ts.files) {
+    if (f.device != device || !f.file.is_open()) continue;
+    f.file.Close();
+    store_->SetPresent(f.spec->id, false);
+  }
+}
+
+void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
+  std::shared_ptr<const Topology> topo;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    topo = topo_;
+    generation = generation_.load(std::memory_order_acquire);
+  }
+  const int t = static_cast<int>(ctx.tier());
+
+  // Old files by (incarnation, path): kept open across generations.
+  absl::flat_hash_map<std::pair<uint64_t, absl::string_view>, size_t> old_index;
+  for (size_t i = 0; i < ts.files.size(); ++i) {
+    const TierFile& f = ts.files[i];
+    old_index.emplace(
+        std::make_pair(ts.devices[f.device].incarnation, absl::string_view(f.spec->path)), i);
+  }
+  std::vector<TierFile> old_files = std::move(ts.files);
+  std::vector<bool> carried(old_files.size(), false);
+  std::vector<TierFile> files;
+  std::vector<TierDevice> devices;
+  absl::flat_hash_set<SeriesId> live;
+
+  if (topo != nullptr) {
+    for (const DeviceEntry& d : topo->devices) {
+      if (!d.present) {
+        for (const CounterSpec& spec : d.files[t]) store_->SetPresent(spec.id, false);
+        continue;
+      }
+      const uint32_t di = static_cast<uint32_t>(devices.size());
+      devices.push_back({d.name, d.incarnation});
+      bool open_failed = false;
+      for (const CounterSpec& spec : d.files[t]) {
+        TierFile f;
+        f.spec = &spec;
+        f.device = di;
+        auto it = old_index.find(std::make_pair(d.incarnation, absl::string_view(spec.path)));
+        if (it != old_index.end()) {
+          TierFile& old = old_files[it->second];
+          f.file = std::move(old.file);
+          f.disabled = old.disabled;
+          carried[it->second] = true;
+        }
+        if (!f.file.is_open() && !f.disabled) {
+          absl::StatusOr<CounterFile> opened = CounterFile::Open(spec.path);
+          if (opened.ok()) {
+            f.file = *std::move(opened);
+            store_->SetPresent(spec.id, true);
+          } else {
+            const CollectorErrorCode code = ErrorCodeOf(opened.status());
+            if (code == CollectorErrorCode::kNotFound) {
+              // Report once per device and sync, not per file.
+              if (!open_failed) ctx.Error(code, d.name, opened.status().message());
+              open_failed = true;
+              store_->SetPresent(spec.id, false);
+            } else {
+              ctx.Error(code, spec.path, opened.status().message());
+              if (code == CollectorErrorCode::kUnsupported ||
+                  code == CollectorErrorCode::kPermissionDenied) {
+                f.disabled = true;
+              }
+            }
+          }
+        }
+        live.insert(spec.id);
+        files.push_back(std::move(f));
+      }
+      if (open_failed) rescan_requested_.store(true, std::memory_order_release);
+    }
+  }
+  // Series whose file left the topology (a device came back with fewer files).
+  for (size_t i = 0; i < old_files.size(); ++i) {
+    if (!carried[i] && !live.contains(old_files[i].spec->id)) {
+      store_->SetPresent(old_files[i].spec->id, false);
+    }
+  }
+  old_files.clear();  // closes what was not carried, before the old topology goes
+  ts.files = std::move(files);
+  ts.devices = std::move(devices);
+  ts.topo = std::move(topo);
+  ts.generation = generation;
+}
+
+// ---------------------------------------------------------------------------
+// Rescan side: serialised by rescan_mu_, publishes immutable topologies.
+
+void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
+  std::lock_guard<std::mutex> rescan_lock(rescan_mu_);
+  std::shared_ptr<const Topology> cur;
+  {
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    cur = topo_;
+  }
+
+  std::map<std::string, DeviceEntry::Identity> on_disk;
+  absl::StatusOr<std::vector<std::string>> names = ListDir(root_);
+  if (!names.ok() && ErrorCodeOf(names.status()) != CollectorErrorCode::kNotFound) {
+    ctx.Error(ErrorCodeOf(names.status()), root_, names.status().message());
+    return;  // keep the current topology: do not declare everything gone on EACCES
+  }
+  if (names.ok()) {
+    for (const std::string& n : *names) {
+      struct stat st;
+      if (::stat((root_ + "/" + n).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+      on_disk[n] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                    int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec};
+    }
+  }
+
+  auto same = [&](const DeviceEntry& d) {
+    auto it = on_disk.find(d.name);
+    return it != on_disk.end() && it->second == d.identity;
+  };
+  bool changed = rescan_requested_.exchange(false, std::memory_order_acq_rel) || cur == nullptr;
+  absl::flat_hash_set<std::string> covered;
+  if (cur != nullptr) {
+    for (const DeviceEntry& d : cur->devices) {
+      if (!d.present) continue;
+      if (same(d)) {
+        covered.insert(d.name);
+      } else {
+        changed = true;
+      }
+    }
+  }
+  for (const auto& [name, disk] : on_disk) {
+    if (!covered.contains(name)) changed = true;
+  }
+
+  if (changed) {
+    auto next = std::make_shared<Topology>();
+    absl::flat_hash_set<std::string> rebuilt;
+    for (const auto& [name, disk] : on_disk) {
+      if (!covered.contains(name)) rebuilt.insert(name);
+    }
+    if (cur != nullptr) {
+      for (const DeviceEntry& d : cur->devices) {
+        if (d.present && covered.contains(d.name)) {
+          next->devices.push_back(d);
+          continue;
+        }
+        if (rebuilt.contains(d.name) && !d.present) continue;  // superseded by the new incarnation
+        DeviceEntry gone = d;
+        if (d.present) {
+          gone.present = false;
+          ctx.Error(CollectorErrorCode::kNotFound, d.name,
+                    on_disk.contains(d.name) ? "device replaced; rediscovering it"
+                                             : "device vanished; its series are absent until "
+                                               "it returns");
+          SetPortsPresent(d, false);
+        }
+        if (!rebuilt.contains(d.name)) next->devices.push_back(std::move(gone));
+      }
+    }
+    for (const auto& [name, disk] : on_disk) {
+      if (covered.contains(name)) continue;
+      DeviceEntry d = BuildDevice(name, disk);
+      size_t n = 0;
+      for (const auto& f : d.files) n += f.size();
+      Log(LogLevel::kInfo, kName, "device discovered",
+          {{"device", name},
+           {"ports", absl::StrCat(d.ports.size())},
+           {"counters", absl::StrCat(n)}});
+      next->devices.push_back(std::move(d));
+    }
+    std::sort(next->devices.begin(), next->devices.end(),
+              [](const DeviceEntry& a, const DeviceEntry& b) { return a.name < b.name; });
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    topo_ = next;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+    cur = std::move(next);
+  }
+  if (refresh_attributes) RefreshPortInfo(*cur);
+}
+
+void RdmaSysfsCollector::SetPortsPresent(const DeviceEntry& d, bool present) {
+  for (const auto& [port, dir] : d.ports) {
+    auto it = port_info_.find(std::make_pair(d.name, port));
+    if (it == port_info_.end()) continue;
+    it->second.present = present;
+    store_->UpsertPort(it->second);
+  }
+}
+
+void RdmaSysfsCollector::RefreshPortInfo(const Topology& topo) {
+  for (const DeviceEntry& d : topo.devices) {
+    if (!d.present) continue;
+    for (const auto& [port, dir] : d.ports) {
+      PortInfo info = ReadPortInfo(d.name, port, dir);
+      PortInfo& cached = port_info_[std::make_pair(d.name, port)];
+      if (cached.device == info.device && cached.port == info.port &&
+          cached.netdev == info.netdev && cached.link_layer == info.link_layer &&
+          cached.state == info.state && cached.rate == info.rate && cached.present) {
+        continue;
+      }
+      cached = info;
+      store_->UpsertPort(info);
+    }
+  }
+}
+
+PortInfo RdmaSysfsCollector::ReadPortInfo(const std::string& device, uint32_t port,
+                                          const std::string& port_dir) const {
+  PortInfo info;
+  info.device = device;
+  info.port = port;
+  info.netdev = FindNetdev(root_ + "/" + device, port_dir, port);
+  info.link_layer = ReadAttribute(port_dir + "/link_layer").value_or("");
+  info.state = StripEnumPrefix(ReadAttribute(port_dir + "/state").value_or(""));
+  info.rate = ReadAttribute(port_dir + "/rate").value_or("");
+  info.present = true;
+  return info;
+}
+
+RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
+    const std::string& name, const DeviceEntry::Identity& identity) {
+  DeviceEntry d;
+  d.name = name;
+  d.incarnation = next_incarnation_++;
+  d.identity = identity;
+  const std::string dev_dir = root_ + "/" + name;
+  for (const auto& [port, port_name] : NumericEntries(dev_dir + "/ports")) {
+    const std::string port_dir = dev_dir + "/ports/" + port_name;
+    d.ports.emplace_back(port, port_dir);
+    PortInfo info = ReadPortInfo(name, port, port_dir);
+    port_info_[std::make_pair(name, port)] = info;
+    store_->UpsertPort(info);
+
+    // The data/packet counters are 64-bit with the PMA extended-width group
+    // (unicast/multicast files present) or the "noietf" group (no such files,
+    // but values above 2^32-1 show it); otherwise 32-bit and saturating.
+    const std::string counters_dir = port_dir + "/counters";
+    bool wide_data = FileExists(counters_dir + "/unicast_xmit_packets") ||
+                     FileExists(counters_dir + "/unicast_rcv_packets") ||
+                     FileExists(counters_dir + "/multicast_xmit_packets") ||
+                     FileExists(counters_dir + "/multicast_rcv_packets");
+    for (const char* n :
+         {"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets"}) {
+      if (wide_data) break;
+      auto f = CounterFile::Open(counters_dir + "/" + n);
+      if (!f.ok()) continue;
+      absl::StatusOr<uint64_t> v = f->Read();
+      wide_data = v.ok() && *v > UINT32_MAX;
+    }
+    struct Candidate {
+      SeriesKey key;
+      Signal signal;
+      std::string path;
+      Tier tier;
+      bool wide;  // 64-bit data (for the counters/ vs counters_ext/ choice)
+    };
+    std::vector<Candidate> candidates;
+    for (absl::string_view source : kSources) {
+      const std::string dir = port_dir + "/" + std::string(source);
+      auto files = ListDir(dir);
+      if (!files.ok()) continue;  // no such group on this device: no data, not an error
+      for (const std::string& file : *files) {
+        if (source == "hw_counters" && file == "lifespan") continue;  // a setting
+        SeriesKey key{std::string(source), file, name, port, info.netdev};
+        std::optional<Signal> sig = MapCounter(key);
+        const std::string path = dir + "/" + file;
+        if (!sig.has_value()) {
+          Log(LogLevel::kDebug, kName, "counter file not in the signal table; skipped",
+              {{"path", path}});
+          continue;
+        }
+        bool wide = true;
+        if (source == "counters" && !wide_data && IsPmaDataCounter(file)) {
+          sig->semantics = CounterSemantics{CounterKind::kSaturating, 32};
+          wide = false;
+        }
+        Tier tier = Tier::kSlow;
+        if (source == "hw_counters")
+          tier = hot_counters_.contains(file) ? Tier::kHot : Tier::kMedium;
+        candidates.push_back({std::move(key), *std::move(sig), path, tier, wide});
+      }
+    }
+    // Two files feeding the same exported series (counters/ and counters_ext/ on
+    // old mlx4 kernels): keep the 64-bit one, preferring counters/.
+    std::map<std::string, size_t> by_labels;
+    std::vector<bool> keep(candidates.size(), true);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      std::string id = candidates[i].signal.family->name;
+      for (const std::string& v : candidates[i].signal.label_values)
+        absl::StrAppend(&id, "\x1f", v);
+      auto [it, inserted] = by_labels.emplace(id, i);
+      if (inserted) continue;
+      Candidate& first = candidates[it->second];
+      Candidate& second = candidates[i];
+      const bool prefer_second = !first.wide && second.wide;
+      const size_t drop = prefer_second ? it->second : i;
+      keep[drop] = false;
+      if (prefer_second) it->second = i;
+      Log(LogLevel::kDebug, kName, "duplicate counter for one series; skipped",
+          {{"path", candidates[drop].path}, {"kept", candidates[it->second].path}});
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!keep[i]) continue;
+      Candidate& c = candidates[i];
+      SeriesId id = store_->Register(c.key, c.signal);
+      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id});
+    }
+  }
+  return d;
+}
+
+}  // namespace fabricscope

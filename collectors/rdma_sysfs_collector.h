@@ -1,0 +1,179 @@
+// rdma_sysfs: RDMA port counters from /sys/class/infiniband (under
+// --sysfs-root).
+//
+// What it reads, per <dev>/ports/<port>:
+//   hot tier     hw_counters/<name> for the names in --hot-counters (congestion
+//                and loss indicators); all hot files of one port are read
+//                back-to-back, so an mlx5 port costs one hw_counters refresh
+//   medium tier  every other hw_counters/<name> (not `lifespan`, a setting)
+//   slow tier    counters/* (IB PMA: one firmware MAD per file on mlx5) and the
+//                legacy counters_ext/*; plus a cheap device rescan (readdir +
+//                stat of class/infiniband) for hot-plug
+//   config tier  the rescan again, plus a re-read of the port attributes
+//                (state, rate, link_layer, netdev) for fabricscope_port_info
+// Each file becomes one series, SeriesKey{source = "hw_counters" | "counters" |
+// "counters_ext", name = file name, device, port, netdev}, resolved once
+// through the signal table (MapCounter); a file no rule maps is skipped (debug
+// log). The netdev of a port is the first non-empty ports/<p>/gid_attrs/ndevs/*
+// entry, else device/net/* (the one whose dev_port matches, else the first).
+//
+// Counter semantics fed to the store (daemon/store/counter_semantics.h):
+// from the signal table, except counters/port_{xmit,rcv}_{data,packets} on a
+// port without the IB PMA extended-width group (no unicast_*/multicast_*
+// files): those are 32-bit saturating, unless one of them reads above 2^32-1
+// at discovery (the "noietf" 64-bit group has no unicast files either).
+// When counters/ and counters_ext/ map to the same series labels (old mlx4
+// kernels expose both), one is kept: counters/ if it has extended width, else
+// counters_ext/ (64-bit).
+//
+// I/O: counter files are opened once per device incarnation and read with
+// pread into a fixed buffer (collectors/sysfs_reader.h); nothing is opened per
+// tick except after hot-plug. Errors go through PollContext::Error:
+//   parse (garbage, empty, overflow)  counted every time, no sample, polling goes on
+//   unsupported ("N/A (no PMA)", EINVAL, EOPNOTSUPP), permission denied
+//                                     counted once, the file is not asked again
+//                                     until its device is rediscovered
+//   not found (ENOENT/ENODEV on a read, or the device directory vanished / was
+//                                     replaced at a rescan): the device's files
+//                                     are closed, its series and port marked
+//                                     absent (not exported); when it comes back
+//                                     it is rediscovered (a replaced directory is
+//                                     told apart by inode and ctime), its files
+//                                     reopened, its series (same ids) present
+//                                     again - no restart
+//   io (anything else)                counted, polling goes on
+//
+// Threading: Poll runs on up to four scheduler threads at once (one per
+// distinct tier interval), never concurrently with itself for one tier.
+//  - Each tier owns its open files (TierState), touched only by its thread.
+//  - The device topology (which devices, which files, which series) is an
+//    immutable snapshot shared through a shared_ptr under topo_mu_; a rescan
+//    builds a new one (serialised by rescan_mu_) and bumps generation_. A tier
+//    compares generation_ (one atomic load per tick) and, when it moved, syncs
+//    its files with the new snapshot on its own thread: keeps open files of
+//    unchanged devices, closes those of vanished ones, opens new ones.
+//  - A tier that reads ENOENT/ENODEV sets rescan_requested_ so that the next
+//    rescan publishes a new generation even if the directory is still there.
+//  - Store calls are thread-safe; each series is appended only by its tier.
+// Discover() runs before the tier threads start (Scheduler::Start).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "collectors/collector.h"
+#include "collectors/sysfs_reader.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+
+class RdmaSysfsCollector final : public Collector {
+ public:
+  static constexpr absl::string_view kName = "rdma_sysfs";
+  static constexpr char kDescription[] =
+      "RDMA port counters from /sys/class/infiniband (hw_counters, counters, counters_ext)";
+
+  // The registry factory. Reads config (sysfs_root, hot_counters) once.
+  static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
+
+  explicit RdmaSysfsCollector(const CollectorContext& ctx);
+  ~RdmaSysfsCollector() override;
+
+  absl::string_view name() const override { return kName; }
+  std::vector<Tier> Tiers() const override;
+  absl::Status Discover(PollContext& ctx) override;
+  absl::Status Poll(PollContext& ctx) override;
+
+  // For tests: the number of counter files a tier has open right now (call
+  // from the thread that polls that tier, or while no poll runs).
+  size_t OpenFilesForTest(Tier tier) const;
+  // For tests: the topology generation (bumped by each rescan that changed
+  // something).
+  uint64_t GenerationForTest() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  // One counter file of one device incarnation.
+  struct CounterSpec {
+    std::string path;
+    SeriesId id = kInvalidSeries;
+  };
+  struct DeviceEntry {
+    std::string name;
+    uint64_t incarnation = 0;  // unique per (re)discovery
+    bool present = true;
+    // Identity of the device directory (stat, following the class symlink): a
+    // device removed and re-created between two rescans gets a new one.
+    struct Identity {
+      uint64_t dev = 0;
+      uint64_t ino = 0;
+      int64_t ctime_ns = 0;
+      friend bool operator==(const Identity&, const Identity&) = default;
+    } identity;
+    std::vector<std::pair<uint32_t, std::string>> ports;  // number, directory
+    // Files per tier, port by port (hot files of a port are contiguous).
+    std::array<std::vector<CounterSpec>, kNumTiers> files;
+  };
+  struct Topology {
+    std::vector<DeviceEntry> devices;
+  };
+
+  // Per-tier open files, owned by the tier's thread.
+  struct TierFile {
+    const CounterSpec* spec = nullptr;  // points into `topo` of the TierState
+    uint32_t device = 0;                // index into TierState::devices
+    CounterFile file;
+    bool disabled = false;  // unsupported / permission denied: not asked again
+  };
+  struct TierDevice {
+    std::string name;
+    uint64_t incarnation = 0;
+  };
+  struct TierState {
+    uint64_t generation = 0;
+    std::shared_ptr<const Topology> topo;
+    std::vector<TierDevice> devices;
+    std::vector<TierFile> files;
+  };
+
+  void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);
+  DeviceEntry BuildDevice(const std::string& name, const DeviceEntry::Identity& identity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(rescan_mu_);
+  PortInfo ReadPortInfo(const std::string& device, uint32_t port,
+                        const std::string& port_dir) const;
+  void RefreshPortInfo(const Topology& topo) ABSL_EXCLUSIVE_LOCKS_REQUIRED(rescan_mu_);
+  void SetPortsPresent(const DeviceEntry& d, bool present)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(rescan_mu_);
+
+  void SyncTier(TierState& ts, PollContext& ctx);
+  void PollTier(TierState& ts, PollContext& ctx);
+  void CloseDevice(TierState& ts, uint32_t device);
+
+  const std::string root_;  // <sysfs-root>/class/infiniband
+  const absl::flat_hash_set<std::string> hot_counters_;
+  Store* const store_;
+
+  std::mutex rescan_mu_;
+  uint64_t next_incarnation_ ABSL_GUARDED_BY(rescan_mu_) = 1;
+  // Last PortInfo published per (device, port), to upsert only on change.
+  absl::flat_hash_map<std::pair<std::string, uint32_t>, PortInfo> port_info_
+      ABSL_GUARDED_BY(rescan_mu_);
+
+  mutable std::mutex topo_mu_;
+  std::shared_ptr<const Topology> topo_ ABSL_GUARDED_BY(topo_mu_);
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> rescan_requested_{false};
+
+  std::array<TierState, kNumTiers> tiers_;
+};
+
+}  // namespace fabricscope

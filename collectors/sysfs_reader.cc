@@ -1,0 +1,147 @@
+#include "collectors/sysfs_reader.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+
+absl::StatusOr<uint64_t> ParseCounter(absl::string_view text) {
+  if (absl::StartsWith(text, "N/A")) {
+    return absl::UnimplementedError("counter not available (N/A)");
+  }
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (text.empty()) return absl::DataLossError("empty counter file");
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return absl::DataLossError(
+          absl::StrCat("not a decimal counter: \"", absl::CEscape(text.substr(0, 32)), "\""));
+    }
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) {
+      return absl::DataLossError(absl::StrCat("counter overflows 64 bits: ", text.substr(0, 32)));
+    }
+    v = v * 10 + d;
+  }
+  return v;
+}
+
+CollectorErrorCode ErrorCodeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      return CollectorErrorCode::kNotFound;
+    case absl::StatusCode::kPermissionDenied:
+      return CollectorErrorCode::kPermissionDenied;
+    case absl::StatusCode::kUnimplemented:
+      return CollectorErrorCode::kUnsupported;
+    case absl::StatusCode::kDataLoss:
+      return CollectorErrorCode::kParse;
+    default:
+      return CollectorErrorCode::kIo;
+  }
+}
+
+absl::Status ErrnoStatus(int err, absl::string_view op, absl::string_view path) {
+  std::string msg = absl::StrCat(op, " ", path, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENODEV:
+    case ENXIO:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case EINVAL:
+    case EOPNOTSUPP:
+      return absl::UnimplementedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+CounterFile::CounterFile(CounterFile&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+CounterFile& CounterFile::operator=(CounterFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+absl::StatusOr<CounterFile> CounterFile::Open(const std::string& path) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  return CounterFile(fd);
+}
+
+absl::StatusOr<uint64_t> CounterFile::Read() const {
+  char buf[kBufferSize];
+  ssize_t n;
+  do {
+    n = ::pread(fd_, buf, sizeof(buf), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(errno, "read", absl::StrCat("fd ", fd_));
+  if (static_cast<size_t>(n) == sizeof(buf)) {
+    return absl::DataLossError(absl::StrCat("counter file longer than ", sizeof(buf), " bytes"));
+  }
+  return ParseCounter(absl::string_view(buf, static_cast<size_t>(n)));
+}
+
+void CounterFile::Close() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+absl::StatusOr<std::string> ReadAttribute(const std::string& path) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = ::pread(fd, buf, sizeof(buf), 0);
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return ErrnoStatus(err, "read", path);
+  absl::string_view text(buf, static_cast<size_t>(n));
+  return std::string(absl::StripTrailingAsciiWhitespace(text));
+}
+
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return ErrnoStatus(errno, "opendir", path);
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    absl::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    names.emplace_back(name);
+  }
+  const int err = errno;
+  ::closedir(dir);
+  if (err != 0) return ErrnoStatus(err, "readdir", path);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace fabricscope

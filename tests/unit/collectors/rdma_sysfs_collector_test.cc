@@ -1,0 +1,498 @@
+#include "collectors/rdma_sysfs_collector.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/clock.h"
+#include "daemon/config.h"
+#include "daemon/metrics.h"
+#include "daemon/scheduler.h"
+#include "daemon/store/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+
+std::string SourceDir() {
+  const char* s = std::getenv("FABRICSCOPE_SOURCE_DIR");
+  return s != nullptr ? s : ".";
+}
+
+class TestPollContext final : public PollContext {
+ public:
+  TestPollContext(Store* store, Tier tier, int64_t ts_ns)
+      : store_(store), tier_(tier), ts_ns_(ts_ns) {}
+  Tier tier() const override { return tier_; }
+  int64_t ts_ns() const override { return ts_ns_; }
+  void Append(SeriesId id, uint64_t raw) override {
+    store_->Append(id, ts_ns_, raw);
+    ++appends;
+  }
+  void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) override {
+    errors.push_back({code, std::string(key)});
+  }
+  int Count(CollectorErrorCode code) const {
+    int n = 0;
+    for (const auto& e : errors) n += e.first == code ? 1 : 0;
+    return n;
+  }
+  int appends = 0;
+  std::vector<std::pair<CollectorErrorCode, std::string>> errors;
+
+ private:
+  Store* store_;
+  Tier tier_;
+  int64_t ts_ns_;
+};
+
+void WriteFile(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+// A sysfs root in a temporary directory.
+class FakeTree {
+ public:
+  FakeTree() {
+    char tmpl[] = "/tmp/rdma_sysfs_test.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    fs::create_directories(root_ + "/class/infiniband");
+  }
+  ~FakeTree() { fs::remove_all(root_); }
+  const std::string& root() const { return root_; }
+  std::string Port(const std::string& dev, int port) const {
+    return root_ + "/class/infiniband/" + dev + "/ports/" + std::to_string(port);
+  }
+  // A RoCE mlx5-like port with a few counters of each group.
+  void AddRocePort(const std::string& dev, int port, const std::string& netdev) const {
+    const std::string p = Port(dev, port);
+    WriteFile(p + "/link_layer", "Ethernet\n");
+    WriteFile(p + "/state", "4: ACTIVE\n");
+    WriteFile(p + "/rate", "100 Gb/sec (4X EDR)\n");
+    WriteFile(p + "/gid_attrs/ndevs/0", netdev + "\n");
+    WriteFile(p + "/hw_counters/lifespan", "10\n");
+    WriteFile(p + "/hw_counters/np_cnp_sent", "100\n");
+    WriteFile(p + "/hw_counters/out_of_sequence", "44\n");
+    WriteFile(p + "/hw_counters/req_cqe_error", "7\n");
+    WriteFile(p + "/counters/port_xmit_data", "1000\n");
+    WriteFile(p + "/counters/unicast_xmit_packets", "10\n");
+    WriteFile(p + "/counters/symbol_error", "0\n");
+  }
+  void Set(const std::string& dev, int port, const std::string& rel, const std::string& v) const {
+    WriteFile(Port(dev, port) + "/" + rel, v);
+  }
+
+ private:
+  std::string root_;
+};
+
+class RdmaSysfsTest : public ::testing::Test {
+ protected:
+  void Make(const std::string& root) {
+    config_.sysfs_root = root;
+    CollectorContext cc{&config_, &store_, &clock_, &metrics_};
+    auto c = RdmaSysfsCollector::Create(cc);
+    ASSERT_TRUE(c.ok()) << c.status();
+    collector_.reset(static_cast<RdmaSysfsCollector*>(c->release()));
+    TestPollContext ctx(&store_, Tier::kConfig, Now());
+    ASSERT_TRUE(collector_->Discover(ctx).ok());
+    discover_errors_ = ctx.errors;
+  }
+  int64_t Now() { return ts_ += 10'000'000; }
+  TestPollContext Poll(Tier tier) {
+    TestPollContext ctx(&store_, tier, Now());
+    EXPECT_TRUE(collector_->Poll(ctx).ok());
+    return ctx;
+  }
+  void PollAll() {
+    Poll(Tier::kHot);
+    Poll(Tier::kMedium);
+    Poll(Tier::kSlow);
+  }
+  std::optional<SeriesSnapshot> Get(const std::string& source, const std::string& name,
+                                    const std::string& dev, uint32_t port,
+                                    const std::string& netdev = "") {
+    auto id = store_.Find(SeriesKey{source, name, dev, port, netdev});
+    if (!id.has_value()) return std::nullopt;
+    return store_.Get(*id);
+  }
+  const PortInfo* FindPort(const std::string& dev, uint32_t port) {
+    ports_ = store_.Ports();
+    for (const PortInfo& p : ports_) {
+      if (p.device == dev && p.port == port) return &p;
+    }
+    return nullptr;
+  }
+
+  Config config_;
+  Store store_;
+  FakeClock clock_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<RdmaSysfsCollector> collector_;
+  std::vector<std::pair<CollectorErrorCode, std::string>> discover_errors_;
+  std::vector<PortInfo> ports_;
+  int64_t ts_ = 1'700'000'000'000'000'000;
+};
+
+TEST_F(RdmaSysfsTest, FixtureTreePortsAndNetdevs) {
+  Make(SourceDir() + "/tests/fixtures/sysfs/root");
+  EXPECT_TRUE(discover_errors_.empty());
+  std::vector<std::string> names;
+  for (const PortInfo& p : store_.Ports()) names.push_back(p.device + "/" + std::to_string(p.port));
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ElementsAre("hfi1_0/1", "i40iw0/1", "mlx4_0/1", "mlx4_0/2", "mlx4_1/1",
+                                 "mlx4_1/2", "mlx5_0/1", "mlx5_1/1"));
+  const PortInfo* roce = FindPort("mlx5_1", 1);
+  ASSERT_NE(roce, nullptr);
+  EXPECT_EQ(roce->netdev, "ens1f0np0");
+  EXPECT_EQ(roce->link_layer, "Ethernet");
+  EXPECT_EQ(roce->state, "ACTIVE");
+  EXPECT_EQ(roce->rate, "100 Gb/sec (4X EDR)");
+  const PortInfo* mlx4 = FindPort("mlx4_0", 2);
+  ASSERT_NE(mlx4, nullptr);
+  EXPECT_EQ(mlx4->link_layer, "InfiniBand");  // two trailing newlines in the fixture
+  EXPECT_EQ(mlx4->netdev, "");
+  EXPECT_TRUE(mlx4->present);
+}
+
+TEST_F(RdmaSysfsTest, FixtureTreeTiersValuesAndSemantics) {
+  Make(SourceDir() + "/tests/fixtures/sysfs/root");
+  // Hot: the 12 default names on the RoCE port, the 8 of them the IB mlx5 port has.
+  // Medium: the other hw_counters (lifespan excluded).
+  PollAll();
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kHot), 20u);
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kMedium), 16u + 16u);
+  EXPECT_FALSE(store_.Find(SeriesKey{"hw_counters", "lifespan", "mlx5_1", 1, "ens1f0np0"}));
+
+  auto cnp = Get("hw_counters", "np_cnp_sent", "mlx5_1", 1, "ens1f0np0");
+  ASSERT_TRUE(cnp.has_value());
+  EXPECT_EQ(cnp->state.last_raw, 10284520u);
+  EXPECT_EQ(cnp->signal->family->name, "fabricscope_cnp_sent_total");
+  auto xmit = Get("counters", "port_xmit_data", "mlx5_1", 1, "ens1f0np0");
+  ASSERT_TRUE(xmit.has_value());
+  EXPECT_DOUBLE_EQ(xmit->state.total, 238334949937759.0 * 4);
+  EXPECT_EQ(xmit->signal->semantics.kind, CounterKind::kCounter64);
+  auto wait = Get("counters", "port_xmit_wait", "mlx5_1", 1, "ens1f0np0");
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_TRUE(wait->state.saturated);
+
+  // No unicast files: 32-bit saturating data counters (i40iw0) ...
+  auto iw = Get("counters", "port_xmit_data", "i40iw0", 1);
+  ASSERT_TRUE(iw.has_value());
+  EXPECT_EQ(iw->signal->semantics, (CounterSemantics{CounterKind::kSaturating, 32}));
+  EXPECT_EQ(Get("counters", "port_rcv_packets", "i40iw0", 1)->signal->semantics,
+            (CounterSemantics{CounterKind::kSaturating, 32}));
+  // ... unless a value shows more than 32 bits: the 64-bit "noietf" group, for the
+  // whole port (mlx4_0: port_xmit_data 26509113295, port_rcv_data 2221223609).
+  for (const char* name : {"port_xmit_data", "port_rcv_data", "port_rcv_packets"}) {
+    auto v = Get("counters", name, "mlx4_0", 1);
+    ASSERT_TRUE(v.has_value()) << name;
+    EXPECT_EQ(v->signal->semantics.kind, CounterKind::kCounter64) << name;
+    EXPECT_FALSE(v->state.saturated) << name;
+  }
+  EXPECT_DOUBLE_EQ(Get("counters", "port_xmit_data", "mlx4_0", 1)->state.total, 26509113295.0 * 4);
+  auto hfi = Get("counters", "port_rcv_data", "hfi1_0", 1);
+  ASSERT_TRUE(hfi.has_value());
+  EXPECT_EQ(hfi->signal->semantics.kind, CounterKind::kCounter64);
+  EXPECT_FALSE(hfi->state.saturated);
+
+  // mlx4_1 has counters/ with extended width and the legacy counters_ext/: one series each.
+  EXPECT_TRUE(Get("counters", "port_rcv_data", "mlx4_1", 1).has_value());
+  EXPECT_FALSE(Get("counters_ext", "port_rcv_data_64", "mlx4_1", 1).has_value());
+  EXPECT_FALSE(Get("counters_ext", "port_unicast_xmit_packets", "mlx4_1", 1).has_value());
+}
+
+TEST_F(RdmaSysfsTest, NoPmaIsUnsupportedOnceAndNeverASample) {
+  Make(SourceDir() + "/tests/fixtures/sysfs/root");
+  TestPollContext first = Poll(Tier::kSlow);
+  int unsupported = 0;
+  for (const auto& [code, key] : first.errors) {
+    EXPECT_EQ(code, CollectorErrorCode::kUnsupported) << key;
+    EXPECT_THAT(key, ::testing::HasSubstr("i40iw0"));
+    ++unsupported;
+  }
+  EXPECT_EQ(unsupported, 17);  // every counters/ file of the port
+  TestPollContext second = Poll(Tier::kSlow);
+  EXPECT_TRUE(second.errors.empty());
+  EXPECT_EQ(second.appends, first.appends);
+  auto v = Get("counters", "symbol_error", "i40iw0", 1);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_FALSE(v->state.has_value);
+}
+
+TEST_F(RdmaSysfsTest, EmptyOrMissingRootIsNoData) {
+  FakeTree tree;
+  Make(tree.root() + "/nonexistent");
+  PollAll();
+  EXPECT_TRUE(discover_errors_.empty());
+  EXPECT_TRUE(store_.Ports().empty());
+  EXPECT_EQ(store_.Stats().series, 0u);
+}
+
+TEST_F(RdmaSysfsTest, HotSetIsConfigurable) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  config_.hot_counters = {"out_of_sequence"};
+  Make(tree.root());
+  PollAll();
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kHot), 1u);
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kMedium), 2u);  // np_cnp_sent, req_cqe_error
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kSlow), 3u);
+}
+
+TEST_F(RdmaSysfsTest, GarbageIsAParseErrorAndKeepsTheLastValue) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  Make(tree.root());
+  Poll(Tier::kHot);
+  auto before = Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0");
+  ASSERT_TRUE(before.has_value());
+  EXPECT_DOUBLE_EQ(before->state.total, 100);
+  for (const char* bad : {"garbage\n", "", "18446744073709551616\n", "12 34\n", "-5\n"}) {
+    tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", bad);
+    TestPollContext ctx = Poll(Tier::kHot);
+    EXPECT_EQ(ctx.Count(CollectorErrorCode::kParse), 1) << "content: " << bad;
+    auto now = Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0");
+    EXPECT_EQ(now->state.samples, before->state.samples) << "a sample was appended for " << bad;
+    EXPECT_DOUBLE_EQ(now->state.total, 100);
+  }
+  tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", "150\n");
+  TestPollContext ctx = Poll(Tier::kHot);
+  EXPECT_TRUE(ctx.errors.empty());
+  EXPECT_DOUBLE_EQ(Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0")->state.total, 150);
+}
+
+TEST_F(RdmaSysfsTest, CounterSemanticsEndToEnd) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  // A 32-bit-group IB port next to it.
+  const std::string ib = tree.Port("mlx4_0", 1);
+  WriteFile(ib + "/link_layer", "InfiniBand\n");
+  WriteFile(ib + "/counters/port_xmit_data", "4294967000\n");
+  WriteFile(ib + "/counters/symbol_error", "10\n");
+  Make(tree.root());
+  PollAll();
+
+  // wrap32 Q-counter across 2^32.
+  tree.Set("mlx5_0", 1, "hw_counters/out_of_sequence", "4294967290\n");
+  Poll(Tier::kHot);
+  tree.Set("mlx5_0", 1, "hw_counters/out_of_sequence", "5\n");
+  Poll(Tier::kHot);
+  auto oos = Get("hw_counters", "out_of_sequence", "mlx5_0", 1, "eth0");
+  EXPECT_DOUBLE_EQ(oos->state.total, 4294967301.0);
+  EXPECT_EQ(oos->state.resets, 0u);
+
+  // u64 decrease: a reset, the exported total never goes backwards.
+  tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", "40\n");
+  Poll(Tier::kHot);
+  auto cnp = Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0");
+  EXPECT_EQ(cnp->state.resets, 1u);
+  EXPECT_DOUBLE_EQ(cnp->state.total, 100);
+  tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", "50\n");
+  Poll(Tier::kHot);
+  EXPECT_DOUBLE_EQ(Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0")->state.total, 110);
+
+  // 16-bit PMA error counter saturates: flagged, no rate, total stops.
+  tree.Set("mlx4_0", 1, "counters/symbol_error", "65535\n");
+  Poll(Tier::kSlow);
+  Poll(Tier::kSlow);
+  auto sym = Get("counters", "symbol_error", "mlx4_0", 1);
+  EXPECT_TRUE(sym->state.saturated);
+  EXPECT_FALSE(sym->state.rate_valid);
+  EXPECT_DOUBLE_EQ(sym->state.total, 65535);
+
+  // 32-bit-group data counter: saturates at 2^32-1 (x4 scale).
+  tree.Set("mlx4_0", 1, "counters/port_xmit_data", "4294967295\n");
+  Poll(Tier::kSlow);
+  auto data = Get("counters", "port_xmit_data", "mlx4_0", 1);
+  EXPECT_TRUE(data->state.saturated);
+  EXPECT_DOUBLE_EQ(data->state.total, 4294967295.0 * 4);
+}
+
+TEST_F(RdmaSysfsTest, DeviceVanishesAndReturnsWithoutRestart) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  tree.AddRocePort("mlx5_1", 1, "eth1");
+  Make(tree.root());
+  PollAll();
+  ASSERT_EQ(collector_->OpenFilesForTest(Tier::kHot), 4u);
+  const std::string dev1 = tree.root() + "/class/infiniband/mlx5_1";
+  const std::string saved = tree.root() + "/saved_mlx5_1";
+  fs::rename(dev1, saved);
+
+  TestPollContext slow = Poll(Tier::kSlow);
+  EXPECT_EQ(slow.Count(CollectorErrorCode::kNotFound), 1);
+  EXPECT_FALSE(FindPort("mlx5_1", 1)->present);
+  TestPollContext hot = Poll(Tier::kHot);
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kHot), 2u);
+  EXPECT_EQ(hot.appends, 2);  // the other device keeps going
+  Poll(Tier::kMedium);
+  auto gone = Get("hw_counters", "np_cnp_sent", "mlx5_1", 1, "eth1");
+  EXPECT_FALSE(gone->state.present);
+  EXPECT_FALSE(Get("counters", "port_xmit_data", "mlx5_1", 1, "eth1")->state.present);
+  EXPECT_FALSE(Get("hw_counters", "req_cqe_error", "mlx5_1", 1, "eth1")->state.present);
+  EXPECT_TRUE(Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0")->state.present);
+  // Still gone: not counted again.
+  EXPECT_EQ(Poll(Tier::kSlow).Count(CollectorErrorCode::kNotFound), 0);
+
+  fs::rename(saved, dev1);
+  tree.Set("mlx5_1", 1, "hw_counters/np_cnp_sent", "120\n");
+  EXPECT_TRUE(Poll(Tier::kSlow).errors.empty());
+  EXPECT_TRUE(FindPort("mlx5_1", 1)->present);
+  TestPollContext back = Poll(Tier::kHot);
+  EXPECT_EQ(back.appends, 4);
+  auto again = Get("hw_counters", "np_cnp_sent", "mlx5_1", 1, "eth1");
+  EXPECT_TRUE(again->state.present);
+  EXPECT_DOUBLE_EQ(again->state.total, 120);
+  EXPECT_EQ(again->id, gone->id);  // the same series
+}
+
+TEST_F(RdmaSysfsTest, ReplacedDeviceIsReopened) {
+  // The directory is removed and re-created between two rescans: the old fds
+  // still read the unlinked files, so the rescan must notice the new inode.
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  Make(tree.root());
+  PollAll();
+  fs::remove_all(tree.root() + "/class/infiniband/mlx5_0");
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", "170\n");
+  EXPECT_EQ(Poll(Tier::kSlow).Count(CollectorErrorCode::kNotFound), 1);
+  Poll(Tier::kHot);
+  auto v = Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0");
+  EXPECT_EQ(v->state.last_raw, 170u);
+  EXPECT_TRUE(v->state.present);
+  EXPECT_TRUE(FindPort("mlx5_0", 1)->present);
+}
+
+TEST_F(RdmaSysfsTest, FileMissingAtOpenIsRetriedAfterARescan) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  Make(tree.root());
+  const std::string file = tree.Port("mlx5_0", 1) + "/hw_counters/np_cnp_sent";
+  fs::remove(file);
+  TestPollContext hot = Poll(Tier::kHot);  // first sync: open fails
+  EXPECT_EQ(hot.Count(CollectorErrorCode::kNotFound), 1);
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kHot), 1u);  // out_of_sequence still read
+  EXPECT_EQ(hot.appends, 1);
+  EXPECT_FALSE(Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0")->state.present);
+  WriteFile(file, "77\n");
+  const uint64_t generation = collector_->GenerationForTest();
+  Poll(Tier::kSlow);  // the tier asked for a rescan: a new generation, files reopened
+  EXPECT_GT(collector_->GenerationForTest(), generation);
+  TestPollContext again = Poll(Tier::kHot);
+  EXPECT_TRUE(again.errors.empty());
+  EXPECT_EQ(again.appends, 2);
+  auto v = Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth0");
+  EXPECT_TRUE(v->state.present);
+  EXPECT_EQ(v->state.last_raw, 77u);
+}
+
+TEST_F(RdmaSysfsTest, FilesAreOpenedOnceNotPerTick) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  Make(tree.root());
+  PollAll();
+  const uint64_t generation = collector_->GenerationForTest();
+  auto count_fds = [] {
+    size_t n = 0;
+    for (auto it = fs::directory_iterator("/proc/self/fd"); it != fs::directory_iterator(); ++it) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t fds = count_fds();
+  for (int i = 0; i < 50; ++i) PollAll();
+  EXPECT_EQ(count_fds(), fds);
+  EXPECT_EQ(collector_->GenerationForTest(), generation);  // no spurious rescans
+}
+
+TEST_F(RdmaSysfsTest, NetdevFromDeviceNetMatchesDevPort) {
+  FakeTree tree;
+  const std::string dev = tree.root() + "/class/infiniband/mlx4_0";
+  WriteFile(dev + "/ports/1/link_layer", "Ethernet\n");
+  WriteFile(dev + "/ports/2/link_layer", "Ethernet\n");
+  WriteFile(dev + "/device/net/enp1s0/dev_port", "0\n");
+  WriteFile(dev + "/device/net/enp1s0d1/dev_port", "1\n");
+  WriteFile(dev + "/ports/1/gid_attrs/ndevs/0", "\n");  // unused GID entry: fall back
+  Make(tree.root());
+  EXPECT_EQ(FindPort("mlx4_0", 1)->netdev, "enp1s0");
+  EXPECT_EQ(FindPort("mlx4_0", 2)->netdev, "enp1s0d1");
+}
+
+TEST_F(RdmaSysfsTest, UnmappedFilesAreSkipped) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  tree.Set("mlx5_0", 1, "counters/vendor_private_thing", "1\n");
+  tree.Set("mlx5_0", 1, "hw_counters/odd-name.v2", "1\n");
+  Make(tree.root());
+  PollAll();
+  EXPECT_FALSE(Get("counters", "vendor_private_thing", "mlx5_0", 1, "eth0").has_value());
+  EXPECT_FALSE(Get("hw_counters", "odd-name.v2", "mlx5_0", 1, "eth0").has_value());
+  EXPECT_EQ(collector_->OpenFilesForTest(Tier::kSlow), 3u);
+}
+
+TEST_F(RdmaSysfsTest, PortAttributesRefreshInTheConfigTier) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  Make(tree.root());
+  tree.Set("mlx5_0", 1, "state", "1: DOWN\n");
+  Poll(Tier::kConfig);
+  EXPECT_EQ(FindPort("mlx5_0", 1)->state, "DOWN");
+}
+
+// Tiers on real scheduler threads while a device is removed and restored over
+// and over: must stay consistent (run under the tsan preset for data races).
+TEST(RdmaSysfsThreadsTest, ConcurrentTiersAndHotPlug) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth0");
+  tree.AddRocePort("mlx5_1", 1, "eth1");
+  Config config;
+  config.sysfs_root = tree.root();
+  Store store;
+  MetricsRegistry metrics;
+  CollectorContext cc{&config, &store, RealClock::Get(), &metrics};
+  auto c = RdmaSysfsCollector::Create(cc);
+  ASSERT_TRUE(c.ok());
+  Scheduler scheduler(
+      RealClock::Get(), &store, &metrics,
+      {absl::Milliseconds(1), absl::Milliseconds(2), absl::Milliseconds(3), absl::Milliseconds(5)});
+  scheduler.Add(c->get());
+  scheduler.Start();
+  const std::string dev = tree.root() + "/class/infiniband/mlx5_1";
+  const std::string saved = tree.root() + "/saved";
+  for (int i = 0; i < 40; ++i) {
+    fs::rename(dev, saved);
+    absl::SleepFor(absl::Milliseconds(4));
+    fs::rename(saved, dev);
+    absl::SleepFor(absl::Milliseconds(4));
+  }
+  // Settle: the device is back; within a bounded time its series are present and updating.
+  tree.Set("mlx5_1", 1, "hw_counters/np_cnp_sent", "999\n");
+  bool ok = false;
+  for (int i = 0; i < 500 && !ok; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    auto id = store.Find(SeriesKey{"hw_counters", "np_cnp_sent", "mlx5_1", 1, "eth1"});
+    auto s = id ? store.Get(*id) : std::nullopt;
+    ok = s.has_value() && s->state.present && s->state.last_raw == 999;
+  }
+  scheduler.Stop();
+  EXPECT_TRUE(ok);
+  EXPECT_GT(scheduler.ticks(Tier::kHot), 10u);
+}
+
+}  // namespace
+}  // namespace fabricscope
