@@ -1,0 +1,300 @@
+#include "collectors/dcb_config_collector.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/dcbnl.h>
+#include <net/if.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/signals.h"
+#include "daemon/config.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr absl::string_view kSource = "dcb_config";
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  std::string msg = absl::StrCat(what, ": ", strerror(err));
+  switch (err) {
+    case EOPNOTSUPP:
+      return absl::UnimplementedError(msg);
+    case ENODEV:
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EPERM:
+    case EACCES:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+CollectorErrorCode CodeOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+      return CollectorErrorCode::kNotFound;
+    case absl::StatusCode::kPermissionDenied:
+      return CollectorErrorCode::kPermissionDenied;
+    case absl::StatusCode::kInvalidArgument:
+      return CollectorErrorCode::kParse;
+    case absl::StatusCode::kUnimplemented:
+      return CollectorErrorCode::kUnsupported;
+    default:
+      return CollectorErrorCode::kIo;
+  }
+}
+
+class KernelDcbSource final : public DcbSource {
+ public:
+  ~KernelDcbSource() override {
+    if (sock_ != nullptr) nl_socket_free(sock_);
+  }
+
+  absl::StatusOr<uint8_t> PfcEnabled(const std::string& netdev) override {
+    if (sock_ == nullptr) {
+      sock_ = nl_socket_alloc();
+      if (sock_ == nullptr) return absl::InternalError("nl_socket_alloc failed");
+      if (int err = nl_connect(sock_, NETLINK_ROUTE); err < 0) {
+        nl_socket_free(sock_);
+        sock_ = nullptr;
+        return absl::InternalError(absl::StrCat("rtnetlink connect: ", nl_geterror(err)));
+      }
+      nl_socket_disable_auto_ack(sock_);
+      timeval tv{.tv_sec = 1, .tv_usec = 0};
+      setsockopt(nl_socket_get_fd(sock_), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    nl_msg* msg = nlmsg_alloc_simple(RTM_GETDCB, NLM_F_REQUEST);
+    if (msg == nullptr) return absl::InternalError("nlmsg_alloc failed");
+    dcbmsg d{};
+    d.dcb_family = AF_UNSPEC;
+    d.cmd = DCB_CMD_IEEE_GET;
+    if (nlmsg_append(msg, &d, sizeof(d), NLMSG_ALIGNTO) < 0 ||
+        nla_put_string(msg, DCB_ATTR_IFNAME, netdev.c_str()) < 0) {
+      nlmsg_free(msg);
+      return absl::InternalError("cannot build the dcbnl request");
+    }
+    int err = nl_send_auto(sock_, msg);
+    const uint32_t seq = nlmsg_hdr(msg)->nlmsg_seq;
+    nlmsg_free(msg);
+    if (err < 0) return absl::InternalError(absl::StrCat("netlink send: ", nl_geterror(err)));
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      sockaddr_nl peer{};
+      unsigned char* buf = nullptr;
+      int n = nl_recv(sock_, &peer, &buf, nullptr);
+      if (n <= 0) {
+        free(buf);
+        return absl::InternalError(
+            absl::StrCat("netlink receive: ", n == 0 ? "no data" : nl_geterror(n)));
+      }
+      std::optional<absl::StatusOr<uint8_t>> result;
+      for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
+        if (h->nlmsg_seq != seq) continue;
+        if (h->nlmsg_type == NLMSG_ERROR) {
+          auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
+          if (e->error == 0) continue;
+          result = ErrnoStatus(-e->error, absl::StrCat("dcbnl IEEE_GET ", netdev));
+          break;
+        }
+        if (h->nlmsg_type == RTM_GETDCB) {
+          result = ParseDcbIeeeGetReply(h);
+          break;
+        }
+      }
+      free(buf);
+      if (result) return *result;
+    }
+    return absl::InternalError("no dcbnl reply");
+  }
+
+ private:
+  nl_sock* sock_ = nullptr;
+};
+
+// Reads a small sysfs file; nullopt when it does not exist.
+absl::StatusOr<std::optional<uint64_t>> ReadUint(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::optional<uint64_t>();
+    return ErrnoStatus(errno, path);
+  }
+  char buf[64];
+  ssize_t n = read(fd, buf, sizeof(buf));
+  int err = errno;
+  close(fd);
+  if (n < 0) return ErrnoStatus(err, path);
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(buf, n)), &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a number"));
+  }
+  return std::optional<uint64_t>(v);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply) {
+  nlattr* tb[DCB_ATTR_MAX + 1] = {};
+  if (nlmsg_parse(const_cast<nlmsghdr*>(reply), sizeof(dcbmsg), tb, DCB_ATTR_MAX, nullptr) < 0) {
+    return absl::InternalError("malformed dcbnl reply");
+  }
+  if (tb[DCB_ATTR_IEEE] == nullptr) return absl::UnimplementedError("no DCB_ATTR_IEEE in reply");
+  nlattr* ieee[DCB_ATTR_IEEE_MAX + 1] = {};
+  if (nla_parse_nested(ieee, DCB_ATTR_IEEE_MAX, tb[DCB_ATTR_IEEE], nullptr) < 0) {
+    return absl::InternalError("malformed DCB_ATTR_IEEE nest");
+  }
+  const nlattr* pfc = ieee[DCB_ATTR_IEEE_PFC];
+  if (pfc == nullptr) return absl::UnimplementedError("no IEEE PFC configuration");
+  if (nla_len(pfc) < static_cast<int>(offsetof(ieee_pfc, pfc_en) + 1)) {
+    return absl::InternalError("short DCB_ATTR_IEEE_PFC");
+  }
+  ieee_pfc v{};
+  memcpy(&v, nla_data(pfc), std::min<size_t>(sizeof(v), nla_len(pfc)));
+  return v.pfc_en;
+}
+
+std::unique_ptr<DcbSource> MakeKernelDcbSource() { return std::make_unique<KernelDcbSource>(); }
+
+absl::StatusOr<std::unique_ptr<Collector>> DcbConfigCollector::Create(const CollectorContext& ctx) {
+  if (ctx.config == nullptr || ctx.store == nullptr) {
+    return absl::InvalidArgumentError("dcb_config needs a config and a store");
+  }
+  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.config->sysfs_root,
+                                              ctx.config->netdev_include, MakeKernelDcbSource());
+}
+
+DcbConfigCollector::DcbConfigCollector(Store* store, std::string sysfs_root,
+                                       std::string netdev_include, std::unique_ptr<DcbSource> dcb)
+    : store_(store), sysfs_root_(std::move(sysfs_root)), dcb_(std::move(dcb)) {
+  if (!netdev_include.empty()) {
+    try {
+      include_.emplace(netdev_include);
+    } catch (const std::regex_error&) {
+    }
+  }
+}
+
+absl::Status DcbConfigCollector::Discover(PollContext& ctx) { return absl::OkStatus(); }
+
+void DcbConfigCollector::Put(PollContext& ctx, const std::string& name, const Owner& owner,
+                             const std::string& netdev, uint64_t raw) {
+  SeriesKey key{std::string(kSource), name, owner.device, owner.port, netdev};
+  std::optional<SeriesId> id = store_->Find(key);
+  if (!id) {
+    std::optional<Signal> sig = MapCounter(key);
+    if (!sig) return;
+    SeriesId nid = store_->Register(key, *sig);
+    if (nid == kInvalidSeries) return;
+    id = nid;
+  }
+  if (!live_.contains(*id)) store_->SetPresent(*id, true);
+  seen_.insert(*id);
+  ctx.Append(*id, raw);
+}
+
+void DcbConfigCollector::PollEcn(PollContext& ctx, const std::string& netdev, const Owner& owner) {
+  for (absl::string_view role : {"np", "rp"}) {
+    const std::string dir =
+        absl::StrCat(sysfs_root_, "/class/net/", netdev, "/ecn/roce_", role, "/enable");
+    if (!IsDir(dir)) continue;
+    for (int p = 0; p < 8; ++p) {
+      const std::string path = absl::StrCat(dir, "/", p);
+      absl::StatusOr<std::optional<uint64_t>> v = ReadUint(path);
+      if (!v.ok()) {
+        ctx.Error(CodeOf(v.status()), path, v.status().message());
+        continue;
+      }
+      if (!v->has_value()) continue;
+      Put(ctx, absl::StrCat("ecn_roce_", role, "_enable_", p), owner, netdev, **v != 0 ? 1 : 0);
+    }
+  }
+}
+
+absl::Status DcbConfigCollector::Poll(PollContext& ctx) {
+  seen_.clear();
+  std::map<std::string, Owner> netdevs;  // sorted: stable order
+  std::vector<PortInfo> ports = store_->Ports();
+  for (const PortInfo& p : ports) {
+    if (p.present && !p.netdev.empty()) netdevs.try_emplace(p.netdev, Owner{p.device, p.port});
+  }
+  if (include_) {
+    if (struct if_nameindex* ifs = if_nameindex(); ifs != nullptr) {
+      for (struct if_nameindex* i = ifs; i->if_index != 0 && i->if_name != nullptr; ++i) {
+        if (std::regex_match(i->if_name, *include_)) netdevs.try_emplace(i->if_name, Owner{});
+      }
+      if_freenameindex(ifs);
+    }
+  }
+  // Netdevs that carry the vendor ECN tree are RoCE netdevs too.
+  const std::string net_dir = sysfs_root_ + "/class/net";
+  if (DIR* d = opendir(net_dir.c_str()); d != nullptr) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      if (IsDir(absl::StrCat(net_dir, "/", e->d_name, "/ecn"))) {
+        netdevs.try_emplace(e->d_name, Owner{});
+      }
+    }
+    closedir(d);
+  }
+
+  for (auto it = dcb_skip_.begin(); it != dcb_skip_.end();) {
+    if (!netdevs.contains(*it)) {
+      dcb_skip_.erase(it++);  // gone: ask again if it comes back
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [netdev, owner] : netdevs) {
+    if (!dcb_skip_.contains(netdev)) {
+      absl::StatusOr<uint8_t> pfc = dcb_->PfcEnabled(netdev);
+      if (pfc.ok()) {
+        for (int p = 0; p < 8; ++p) {
+          Put(ctx, absl::StrCat("pfc_enabled_prio", p), owner, netdev, (*pfc >> p) & 1);
+        }
+      } else {
+        const CollectorErrorCode code = CodeOf(pfc.status());
+        if (code == CollectorErrorCode::kUnsupported || code == CollectorErrorCode::kNotFound) {
+          dcb_skip_.insert(netdev);
+        }
+        ctx.Error(code, netdev, pfc.status().message());
+      }
+    }
+    PollEcn(ctx, netdev, owner);
+  }
+  for (const PortInfo& p : ports) {
+    if (!p.present) continue;
+    const std::string path = absl::StrCat(sysfs_root_, "/class/infiniband/", p.device, "/ports/",
+                                          p.port, "/hw_counters/lifespan");
+    absl::StatusOr<std::optional<uint64_t>> v = ReadUint(path);
+    if (!v.ok()) {
+      ctx.Error(CodeOf(v.status()), path, v.status().message());
+      continue;
+    }
+    if (v->has_value()) Put(ctx, "hw_counters_lifespan", Owner{p.device, p.port}, "", **v);
+  }
+  for (SeriesId id : live_) {
+    if (!seen_.contains(id)) store_->SetPresent(id, false);
+  }
+  live_.swap(seen_);
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,339 @@
+#include "collectors/ethtool_collector.h"
+
+#include <net/if.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/config.h"
+#include "daemon/log.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr absl::string_view kSourceStats = "ethtool";
+constexpr absl::string_view kSourceNetlink = "ethtool_netlink";
+
+CollectorErrorCode CodeOf(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kNotFound:
+      return CollectorErrorCode::kNotFound;
+    case absl::StatusCode::kPermissionDenied:
+      return CollectorErrorCode::kPermissionDenied;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kDataLoss:
+      return CollectorErrorCode::kParse;
+    case absl::StatusCode::kUnimplemented:
+      return CollectorErrorCode::kUnsupported;
+    default:
+      return CollectorErrorCode::kIo;
+  }
+}
+
+// Identity of an exported sample: family + label values.
+std::string LabelSetKey(const Signal& s) {
+  return absl::StrCat(s.family->name, "{", absl::StrJoin(s.label_values, "\x1f"), "}");
+}
+
+// Index of the first rule matching `key` (the table's match order).
+size_t RuleRank(const SeriesKey& key) {
+  const auto& rules = SignalRules();
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const SignalRule& r = rules[i];
+    if (r.source != key.source) continue;
+    if (r.regex ? std::regex_match(key.name, std::regex(std::string(r.pattern)))
+                : r.pattern == key.name) {
+      return i;
+    }
+  }
+  return rules.size();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collector>> EthtoolCollector::Create(const CollectorContext& ctx) {
+  if (ctx.config == nullptr || ctx.store == nullptr || ctx.clock == nullptr) {
+    return absl::InvalidArgumentError("ethtool needs a config, a store and a clock");
+  }
+  std::unique_ptr<EthtoolStatsSource> source = ctx.config->ethtool_dir.empty()
+                                                   ? MakeKernelEthtoolSource()
+                                                   : MakeDirEthtoolSource(ctx.config->ethtool_dir);
+  Options options;
+  options.netdev_include = ctx.config->netdev_include;
+  return std::make_unique<EthtoolCollector>(ctx.store, ctx.clock, std::move(source), options);
+}
+
+EthtoolCollector::EthtoolCollector(Store* store, Clock* clock,
+                                   std::unique_ptr<EthtoolStatsSource> source, Options options)
+    : store_(store), clock_(clock), source_(std::move(source)), options_(std::move(options)) {
+  if (!options_.netdev_include.empty()) {
+    try {
+      include_.emplace(options_.netdev_include);
+    } catch (const std::regex_error&) {
+      // Validated by the config parser; an invalid one selects nothing.
+    }
+  }
+}
+
+size_t EthtoolCollector::MappedCount(const std::string& netdev) const {
+  auto it = devices_.find(netdev);
+  return it == devices_.end() ? 0 : it->second->mapped.size();
+}
+
+size_t EthtoolCollector::NameCount(const std::string& netdev) const {
+  auto it = devices_.find(netdev);
+  return it == devices_.end() ? 0 : it->second->reader->names().size();
+}
+
+absl::Status EthtoolCollector::Discover(PollContext& ctx) {
+  Rescan(ctx);
+  return absl::OkStatus();
+}
+
+absl::Status EthtoolCollector::Poll(PollContext& ctx) {
+  const SteadyTime now = clock_->SteadyNow();
+  const bool rescan =
+      !last_scan_ || now - *last_scan_ >= absl::ToChronoNanoseconds(options_.rescan);
+  if (rescan) Rescan(ctx);
+  for (auto& [netdev, dev] : devices_) {
+    if (!dev->listed || dev->stats_unsupported) continue;
+    // An absent netdev is retried at the rescan rate, not every tick.
+    if (!dev->present && !rescan) continue;
+    PollDevice(ctx, *dev);
+  }
+  return absl::OkStatus();
+}
+
+void EthtoolCollector::Rescan(PollContext& ctx) {
+  last_scan_ = clock_->SteadyNow();
+  struct Owner {
+    std::string device;
+    uint32_t port = 0;
+  };
+  absl::flat_hash_map<std::string, Owner> wanted;
+  for (const PortInfo& p : store_->Ports()) {
+    if (!p.present || p.netdev.empty()) continue;
+    wanted.try_emplace(p.netdev, Owner{p.device, p.port});
+  }
+  absl::StatusOr<std::vector<std::string>> listed = source_->ListNetdevs();
+  if (!listed.ok()) {
+    ctx.Error(CodeOf(listed.status()), "ethtool-dir", listed.status().message());
+  } else {
+    for (const std::string& n : *listed) wanted.try_emplace(n, Owner{});
+  }
+  if (include_) {
+    if (struct if_nameindex* ifs = if_nameindex(); ifs != nullptr) {
+      for (struct if_nameindex* i = ifs; i->if_index != 0 && i->if_name != nullptr; ++i) {
+        if (std::regex_match(i->if_name, *include_)) wanted.try_emplace(i->if_name, Owner{});
+      }
+      if_freenameindex(ifs);
+    }
+  }
+  for (auto& [netdev, dev] : devices_) {
+    if (!wanted.contains(netdev) && dev->listed) {
+      dev->listed = false;
+      MarkAbsent(*dev);
+    }
+  }
+  for (auto& [netdev, owner] : wanted) {
+    auto it = devices_.find(netdev);
+    if (it == devices_.end()) {
+      auto dev = std::make_unique<Device>();
+      dev->netdev = netdev;
+      dev->rdma_device = owner.device;
+      dev->port = owner.port;
+      dev->reader = source_->Open(netdev);
+      devices_.emplace(netdev, std::move(dev));
+      continue;
+    }
+    Device& dev = *it->second;
+    if (!dev.listed) {
+      // Back after it vanished: read it from scratch (its names may differ).
+      dev.listed = true;
+      dev.present = true;
+      dev.stats_unsupported = dev.pause_unsupported = dev.fec_unsupported = false;
+      dev.reader = source_->Open(netdev);
+      dev.resolved = false;
+      dev.mapped.clear();
+      dev.mapped_ids.clear();
+      dev.claimed.clear();
+      dev.netlink.clear();
+    }
+    if (dev.rdma_device != owner.device || dev.port != owner.port) {
+      // The RDMA port showed up (or moved) after we first saw the netdev: the
+      // series keys carry device/port, so re-register under the new owner.
+      MarkAbsent(dev);
+      dev.rdma_device = owner.device;
+      dev.port = owner.port;
+      dev.mapped.clear();
+      dev.mapped_ids.clear();
+      dev.claimed.clear();
+      dev.netlink.clear();
+      dev.reader = source_->Open(netdev);
+      dev.resolved = false;
+    }
+  }
+}
+
+void EthtoolCollector::MarkAbsent(Device& dev) {
+  for (SeriesId id : dev.mapped_ids) store_->SetPresent(id, false);
+  for (const auto& [name, id] : dev.netlink) store_->SetPresent(id, false);
+}
+
+void EthtoolCollector::PollDevice(PollContext& ctx, Device& dev) {
+  bool names_changed = false;
+  absl::Status s = dev.reader->Read(&names_changed);
+  if (!s.ok()) {
+    const CollectorErrorCode code = CodeOf(s);
+    if (code == CollectorErrorCode::kNotFound) {
+      if (dev.present) {
+        ctx.Error(code, dev.netdev, s.message());
+        dev.present = false;
+        MarkAbsent(dev);
+      }
+      return;
+    }
+    if (code == CollectorErrorCode::kUnsupported) {
+      dev.stats_unsupported = true;  // not asked again until the netdev comes back
+      ctx.Error(code, dev.netdev, s.message());
+      return;
+    }
+    ctx.Error(code, dev.netdev, s.message());  // last good values stay
+    return;
+  }
+  if (!dev.present) {
+    dev.present = true;
+    for (SeriesId id : dev.mapped_ids) store_->SetPresent(id, true);
+    for (const auto& [name, id] : dev.netlink) store_->SetPresent(id, true);
+  }
+  if (names_changed || !dev.resolved) Remap(dev);
+  absl::Span<const uint64_t> values = dev.reader->values();
+  for (const Mapped& m : dev.mapped) {
+    if (m.index < values.size()) ctx.Append(m.id, values[m.index]);
+  }
+  if (source_->HasStandardStats()) PollStandard(ctx, dev);
+}
+
+std::optional<Signal> EthtoolCollector::Resolve(const SeriesKey& key) {
+  if (unmapped_.contains(key.name)) return std::nullopt;
+  std::optional<Signal> sig = MapCounter(key);
+  if (!sig) unmapped_.insert(key.name);
+  return sig;
+}
+
+void EthtoolCollector::Remap(Device& dev) {
+  const std::vector<std::string>& names = dev.reader->names();
+  struct Candidate {
+    uint32_t index;
+    SeriesKey key;
+    Signal signal;
+  };
+  absl::flat_hash_map<std::string, Candidate> winners;
+  for (uint32_t i = 0; i < names.size(); ++i) {
+    SeriesKey key{std::string(kSourceStats), names[i], dev.rdma_device, dev.port, dev.netdev};
+    std::optional<Signal> sig = Resolve(key);
+    if (!sig) continue;
+    std::string set = LabelSetKey(*sig);
+    auto it = winners.find(set);
+    if (it == winners.end()) {
+      winners.emplace(std::move(set), Candidate{i, std::move(key), std::move(*sig)});
+    } else if (RuleRank(key) < RuleRank(it->second.key)) {
+      it->second = Candidate{i, std::move(key), std::move(*sig)};
+    }
+  }
+  std::vector<Mapped> mapped;
+  std::vector<SeriesId> ids;
+  absl::flat_hash_set<std::string> claimed;
+  for (auto& [set, c] : winners) {
+    SeriesId id = store_->Register(c.key, c.signal);
+    if (id == kInvalidSeries) continue;  // store budget exhausted (counted by the store)
+    store_->SetPresent(id, true);
+    mapped.push_back({c.index, id});
+    ids.push_back(id);
+    claimed.insert(set);
+  }
+  std::sort(mapped.begin(), mapped.end(),
+            [](const Mapped& a, const Mapped& b) { return a.index < b.index; });
+  absl::flat_hash_set<SeriesId> keep(ids.begin(), ids.end());
+  for (SeriesId id : dev.mapped_ids) {
+    if (!keep.contains(id)) store_->SetPresent(id, false);  // name gone (PFC disabled)
+  }
+  // Netlink series now provided by an ethtool -S name step aside.
+  for (auto it = dev.netlink.begin(); it != dev.netlink.end();) {
+    auto snap = store_->Get(it->second);
+    if (snap && snap->signal != nullptr && claimed.contains(LabelSetKey(*snap->signal))) {
+      store_->SetPresent(it->second, false);
+      dev.netlink.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  dev.mapped = std::move(mapped);
+  dev.mapped_ids = std::move(ids);
+  dev.claimed = std::move(claimed);
+  dev.resolved = true;
+  Log(LogLevel::kInfo, "ethtool", "resolved ethtool names",
+      {{"netdev", dev.netdev},
+       {"names", absl::StrCat(names.size())},
+       {"mapped", absl::StrCat(dev.mapped.size())}});
+}
+
+void EthtoolCollector::AppendNetlink(PollContext& ctx, Device& dev, const std::string& name,
+                                     uint64_t value) {
+  auto it = dev.netlink.find(name);
+  if (it == dev.netlink.end()) {
+    SeriesKey key{std::string(kSourceNetlink), name, dev.rdma_device, dev.port, dev.netdev};
+    std::optional<Signal> sig = Resolve(key);
+    if (!sig || dev.claimed.contains(LabelSetKey(*sig))) return;
+    SeriesId id = store_->Register(key, *sig);
+    if (id == kInvalidSeries) return;
+    store_->SetPresent(id, true);
+    it = dev.netlink.emplace(name, id).first;
+  }
+  ctx.Append(it->second, value);
+}
+
+void EthtoolCollector::PollStandard(PollContext& ctx, Device& dev) {
+  const std::string pause_rx =
+      absl::StrCat(families::kPfcPauseFrames.name, "{", dev.netdev, "\x1fglobal\x1frx}");
+  const std::string pause_tx =
+      absl::StrCat(families::kPfcPauseFrames.name, "{", dev.netdev, "\x1fglobal\x1ftx}");
+  if (!dev.pause_unsupported &&
+      !(dev.claimed.contains(pause_rx) && dev.claimed.contains(pause_tx))) {
+    absl::StatusOr<PauseStats> p = source_->ReadPause(dev.netdev);
+    if (p.ok()) {
+      if (p->rx_frames) AppendNetlink(ctx, dev, "pause_rx_frames", *p->rx_frames);
+      if (p->tx_frames) AppendNetlink(ctx, dev, "pause_tx_frames", *p->tx_frames);
+    } else {
+      const CollectorErrorCode code = CodeOf(p.status());
+      if (code == CollectorErrorCode::kUnsupported) dev.pause_unsupported = true;
+      if (code != CollectorErrorCode::kNotFound) {
+        ctx.Error(code, absl::StrCat(dev.netdev, "/pause"), p.status().message());
+      }
+    }
+  }
+  if (!dev.fec_unsupported) {
+    absl::StatusOr<FecStats> f = source_->ReadFec(dev.netdev);
+    if (f.ok()) {
+      auto put = [&](absl::string_view base, const std::vector<uint64_t>& v, bool lanes) {
+        if (v.empty()) return;
+        AppendNetlink(ctx, dev, std::string(base), v[0]);
+        if (!lanes) return;
+        for (size_t l = 1; l < v.size(); ++l) {
+          AppendNetlink(ctx, dev, absl::StrCat(base, "_lane", l - 1), v[l]);
+        }
+      };
+      put("fec_corrected", f->corrected, true);
+      put("fec_uncorrectable", f->uncorrectable, true);
+      put("fec_corrected_bits", f->corrected_bits, false);
+    } else {
+      const CollectorErrorCode code = CodeOf(f.status());
+      if (code == CollectorErrorCode::kUnsupported) dev.fec_unsupported = true;
+      if (code != CollectorErrorCode::kNotFound) {
+        ctx.Error(code, absl::StrCat(dev.netdev, "/fec"), f.status().message());
+      }
+    }
+  }
+}
+
+}  // namespace fabricscope

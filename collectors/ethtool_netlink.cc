@@ -1,0 +1,200 @@
+#include "collectors/ethtool_netlink.h"
+
+#include <linux/ethtool.h>
+#include <linux/ethtool_netlink.h>
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+absl::Status FromErrno(int err, absl::string_view what) {
+  std::string msg = absl::StrCat(what, ": ", strerror(err));
+  switch (err) {
+    case EOPNOTSUPP:
+      return absl::UnimplementedError(msg);
+    case ENODEV:
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EPERM:
+    case EACCES:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+std::vector<uint64_t> U64Array(const nlattr* a) {
+  std::vector<uint64_t> out;
+  if (a == nullptr) return out;
+  int len = nla_len(a);
+  out.resize(static_cast<size_t>(len) / sizeof(uint64_t));
+  if (!out.empty()) memcpy(out.data(), nla_data(a), out.size() * sizeof(uint64_t));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PauseStats> ParsePauseStatsNest(const nlattr* stats_nest) {
+  if (stats_nest == nullptr) return absl::UnimplementedError("no pause statistics in the reply");
+  nlattr* tb[ETHTOOL_A_PAUSE_STAT_MAX + 1] = {};
+  if (nla_parse_nested(tb, ETHTOOL_A_PAUSE_STAT_MAX, const_cast<nlattr*>(stats_nest), nullptr) <
+      0) {
+    return absl::InternalError("malformed pause statistics nest");
+  }
+  PauseStats out;
+  if (tb[ETHTOOL_A_PAUSE_STAT_TX_FRAMES] != nullptr &&
+      nla_len(tb[ETHTOOL_A_PAUSE_STAT_TX_FRAMES]) >= 8) {
+    out.tx_frames = nla_get_u64(tb[ETHTOOL_A_PAUSE_STAT_TX_FRAMES]);
+  }
+  if (tb[ETHTOOL_A_PAUSE_STAT_RX_FRAMES] != nullptr &&
+      nla_len(tb[ETHTOOL_A_PAUSE_STAT_RX_FRAMES]) >= 8) {
+    out.rx_frames = nla_get_u64(tb[ETHTOOL_A_PAUSE_STAT_RX_FRAMES]);
+  }
+  if (!out.tx_frames && !out.rx_frames) {
+    return absl::UnimplementedError("the driver reports no pause statistics");
+  }
+  return out;
+}
+
+absl::StatusOr<FecStats> ParseFecStatsNest(const nlattr* stats_nest) {
+  if (stats_nest == nullptr) return absl::UnimplementedError("no FEC statistics in the reply");
+  nlattr* tb[ETHTOOL_A_FEC_STAT_MAX + 1] = {};
+  if (nla_parse_nested(tb, ETHTOOL_A_FEC_STAT_MAX, const_cast<nlattr*>(stats_nest), nullptr) < 0) {
+    return absl::InternalError("malformed FEC statistics nest");
+  }
+  FecStats out;
+  out.corrected = U64Array(tb[ETHTOOL_A_FEC_STAT_CORRECTED]);
+  out.uncorrectable = U64Array(tb[ETHTOOL_A_FEC_STAT_UNCORR]);
+  out.corrected_bits = U64Array(tb[ETHTOOL_A_FEC_STAT_CORR_BITS]);
+  if (out.corrected.empty() && out.uncorrectable.empty() && out.corrected_bits.empty()) {
+    return absl::UnimplementedError("the driver reports no FEC statistics");
+  }
+  return out;
+}
+
+EthtoolNetlink::EthtoolNetlink() = default;
+
+EthtoolNetlink::~EthtoolNetlink() {
+  if (sock_ != nullptr) nl_socket_free(sock_);
+}
+
+absl::Status EthtoolNetlink::Connect() {
+  if (connected_) return absl::OkStatus();
+  if (!connect_status_.ok()) return connect_status_;
+  sock_ = nl_socket_alloc();
+  if (sock_ == nullptr) {
+    connect_status_ = absl::UnimplementedError("ethtool netlink: cannot allocate a socket");
+    return connect_status_;
+  }
+  int err = genl_connect(sock_);
+  if (err < 0) {
+    connect_status_ =
+        absl::UnimplementedError(absl::StrCat("ethtool netlink: genl connect: ", nl_geterror(err)));
+    return connect_status_;
+  }
+  // The kernel answers a doit request synchronously, but never block a tier
+  // thread for long on a lost reply.
+  timeval tv{.tv_sec = 1, .tv_usec = 0};
+  setsockopt(nl_socket_get_fd(sock_), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  family_ = genl_ctrl_resolve(sock_, ETHTOOL_GENL_NAME);
+  if (family_ < 0) {
+    connect_status_ = absl::UnimplementedError(
+        absl::StrCat("ethtool netlink family absent: ", nl_geterror(family_)));
+    return connect_status_;
+  }
+  // From here on: errors still come back as NLMSG_ERROR, but no ACK follows a
+  // successful reply (none would be left queued for the next request).
+  nl_socket_disable_auto_ack(sock_);
+  connected_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const nlattr*> EthtoolNetlink::Request(uint8_t cmd, int header_attr, int stats_attr,
+                                                      int max_attr, const std::string& netdev) {
+  if (absl::Status s = Connect(); !s.ok()) return s;
+  nl_msg* msg = nlmsg_alloc();
+  if (msg == nullptr) return absl::InternalError("nlmsg_alloc failed");
+  bool built = genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family_, 0, NLM_F_REQUEST, cmd,
+                           ETHTOOL_GENL_VERSION) != nullptr;
+  nlattr* hdr = built ? nla_nest_start(msg, header_attr) : nullptr;
+  built = hdr != nullptr && nla_put_string(msg, ETHTOOL_A_HEADER_DEV_NAME, netdev.c_str()) == 0 &&
+          nla_put_u32(msg, ETHTOOL_A_HEADER_FLAGS, ETHTOOL_FLAG_STATS) == 0 &&
+          nla_nest_end(msg, hdr) == 0;
+  if (!built) {
+    nlmsg_free(msg);
+    return absl::InternalError("cannot build the ethtool netlink request");
+  }
+  int err = nl_send_auto(sock_, msg);
+  const uint32_t seq = nlmsg_hdr(msg)->nlmsg_seq;
+  nlmsg_free(msg);
+  if (err < 0) return absl::InternalError(absl::StrCat("netlink send: ", nl_geterror(err)));
+
+  // Read until the reply (or the error) for our sequence number arrives;
+  // bounded: a stale message from an earlier timed-out request is skipped.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    sockaddr_nl peer{};
+    unsigned char* buf = nullptr;
+    int n = nl_recv(sock_, &peer, &buf, nullptr);
+    if (n <= 0) {
+      free(buf);
+      return absl::InternalError(
+          absl::StrCat("netlink receive: ", n == 0 ? "no data" : nl_geterror(n)));
+    }
+    absl::Status result = absl::InternalError("no reply");
+    bool done = false;
+    for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
+      if (h->nlmsg_seq != seq) continue;
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
+        if (e->error != 0) {
+          result = FromErrno(-e->error, absl::StrCat("ethtool netlink cmd ", cmd, " on ", netdev));
+          done = true;
+          break;
+        }
+        continue;  // an ACK
+      }
+      if (h->nlmsg_type == family_) {
+        reply_.assign(reinterpret_cast<uint8_t*>(h), reinterpret_cast<uint8_t*>(h) + h->nlmsg_len);
+        done = true;
+        result = absl::OkStatus();
+        break;
+      }
+    }
+    free(buf);
+    if (!done) continue;
+    if (!result.ok()) return result;
+    auto* rh = reinterpret_cast<nlmsghdr*>(reply_.data());
+    std::vector<nlattr*> tb(max_attr + 1, nullptr);
+    if (genlmsg_parse(rh, 0, tb.data(), max_attr, nullptr) < 0) {
+      return absl::InternalError("malformed ethtool netlink reply");
+    }
+    return static_cast<const nlattr*>(tb[stats_attr]);
+  }
+  return absl::InternalError("no ethtool netlink reply");
+}
+
+absl::StatusOr<PauseStats> EthtoolNetlink::GetPauseStats(const std::string& netdev) {
+  absl::StatusOr<const nlattr*> nest = Request(ETHTOOL_MSG_PAUSE_GET, ETHTOOL_A_PAUSE_HEADER,
+                                               ETHTOOL_A_PAUSE_STATS, ETHTOOL_A_PAUSE_MAX, netdev);
+  if (!nest.ok()) return nest.status();
+  return ParsePauseStatsNest(*nest);
+}
+
+absl::StatusOr<FecStats> EthtoolNetlink::GetFecStats(const std::string& netdev) {
+  absl::StatusOr<const nlattr*> nest = Request(ETHTOOL_MSG_FEC_GET, ETHTOOL_A_FEC_HEADER,
+                                               ETHTOOL_A_FEC_STATS, ETHTOOL_A_FEC_MAX, netdev);
+  if (!nest.ok()) return nest.status();
+  return ParseFecStatsNest(*nest);
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,138 @@
+#include "collectors/dcb_config_collector.h"
+
+#include <linux/dcbnl.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+
+#include <filesystem>
+
+#include "daemon/store/store.h"
+#include "gtest/gtest.h"
+#include "tests/unit/collectors/ethtool_test_util.h"
+
+namespace fabricscope {
+namespace {
+
+using ethtool_test::RecordingContext;
+using ethtool_test::SourceDir;
+using ethtool_test::TempDir;
+using ethtool_test::WriteFile;
+
+class FakeDcb final : public DcbSource {
+ public:
+  absl::StatusOr<uint8_t> PfcEnabled(const std::string& netdev) override {
+    ++calls;
+    auto it = pfc.find(netdev);
+    if (it == pfc.end()) return absl::UnimplementedError("no dcbnl");
+    return it->second;
+  }
+  std::map<std::string, uint8_t> pfc;
+  int calls = 0;
+};
+
+std::map<std::string, double> Gauges(const Store& store, absl::string_view family) {
+  std::map<std::string, double> out;
+  for (const SeriesSnapshot& s : store.Snapshot()) {
+    if (s.signal->family->name != family || !s.state.present || !s.state.has_value) continue;
+    out[absl::StrJoin(s.signal->label_values, "/")] = s.state.total;
+  }
+  return out;
+}
+
+TEST(DcbConfigCollectorTest, EcnFixtureTreeAndLifespan) {
+  // tests/fixtures/ecn: procfs's MLNX_OFED tree for eth0 (np: 1 1 0 1 1 0 1 1,
+  // rp: 1 1 0 1 1 0 1 0) and mlx5_0 port 1 lifespan 10 ms.
+  Store store;
+  store.UpsertPort({"mlx5_0", 1, "", "InfiniBand", "ACTIVE", "100 Gb/sec", true});
+  auto dcb = std::make_unique<FakeDcb>();
+  dcb->pfc["eth0"] = 0b00001000;  // PFC on priority 3
+  FakeDcb* fake = dcb.get();
+  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", "", std::move(dcb));
+  RecordingContext ctx(&store);
+  ASSERT_TRUE(c.Discover(ctx).ok());
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_EQ(ctx.errors.size(), 0u) << ctx.ErrorsText();
+
+  auto ecn = Gauges(store, "fabricscope_ecn_enabled");
+  ASSERT_EQ(ecn.size(), 16u);
+  EXPECT_EQ(ecn["eth0/0/np"], 1);
+  EXPECT_EQ(ecn["eth0/2/np"], 0);
+  EXPECT_EQ(ecn["eth0/5/rp"], 0);
+  EXPECT_EQ(ecn["eth0/7/np"], 1);
+  EXPECT_EQ(ecn["eth0/7/rp"], 0);
+  auto pfc = Gauges(store, "fabricscope_pfc_enabled");
+  ASSERT_EQ(pfc.size(), 8u);
+  EXPECT_EQ(pfc["eth0/3"], 1);
+  EXPECT_EQ(pfc["eth0/4"], 0);
+  auto life = Gauges(store, "fabricscope_hw_counters_lifespan_seconds");
+  ASSERT_EQ(life.size(), 1u);
+  EXPECT_DOUBLE_EQ(life["mlx5_0/1"], 0.01);
+  EXPECT_EQ(fake->calls, 1);
+}
+
+TEST(DcbConfigCollectorTest, ChangesUnsupportedAndGoneSources) {
+  TempDir root;
+  const std::string en = root.path() + "/class/net/eth7/ecn/roce_np/enable";
+  std::filesystem::create_directories(en);
+  for (int p = 0; p < 8; ++p) WriteFile(absl::StrCat(en, "/", p), "0\n");
+  Store store;
+  auto dcb = std::make_unique<FakeDcb>();  // eth7 has no dcbnl
+  FakeDcb* fake = dcb.get();
+  DcbConfigCollector c(&store, root.path(), "", std::move(dcb));
+  RecordingContext ctx(&store);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_EQ(fake->calls, 1);
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 1);
+  EXPECT_EQ(Gauges(store, "fabricscope_ecn_enabled")["eth7/3/np"], 0);
+
+  WriteFile(en + "/3", "1\n");    // ECN enabled on priority 3
+  WriteFile(en + "/4", "yes\n");  // garbage
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_EQ(Gauges(store, "fabricscope_ecn_enabled")["eth7/3/np"], 1);
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kParse), 1);
+  EXPECT_EQ(Gauges(store, "fabricscope_ecn_enabled").count("eth7/4/np"), 0u);  // not refreshed
+
+  std::filesystem::remove_all(root.path() + "/class/net/eth7");
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_TRUE(Gauges(store, "fabricscope_ecn_enabled").empty());
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 1);
+}
+
+TEST(DcbConfigCollectorTest, ParsesIeeeGetReply) {
+  nl_msg* msg = nlmsg_alloc_simple(RTM_GETDCB, 0);
+  dcbmsg d{};
+  d.cmd = DCB_CMD_IEEE_GET;
+  ASSERT_EQ(nlmsg_append(msg, &d, sizeof(d), NLMSG_ALIGNTO), 0);
+  nla_put_string(msg, DCB_ATTR_IFNAME, "eth0");
+  nlattr* ieee = nla_nest_start(msg, DCB_ATTR_IEEE);
+  ieee_pfc pfc{};
+  pfc.pfc_cap = 8;
+  pfc.pfc_en = 0b10001000;
+  ASSERT_EQ(nla_put(msg, DCB_ATTR_IEEE_PFC, sizeof(pfc), &pfc), 0);
+  nla_nest_end(msg, ieee);
+  absl::StatusOr<uint8_t> en = ParseDcbIeeeGetReply(nlmsg_hdr(msg));
+  ASSERT_TRUE(en.ok()) << en.status();
+  EXPECT_EQ(*en, 0b10001000);
+  nlmsg_free(msg);
+
+  msg = nlmsg_alloc_simple(RTM_GETDCB, 0);
+  ASSERT_EQ(nlmsg_append(msg, &d, sizeof(d), NLMSG_ALIGNTO), 0);
+  ieee = nla_nest_start(msg, DCB_ATTR_IEEE);
+  nla_nest_end(msg, ieee);
+  EXPECT_TRUE(absl::IsUnimplemented(ParseDcbIeeeGetReply(nlmsg_hdr(msg)).status()));
+  nlmsg_free(msg);
+}
+
+TEST(DcbConfigCollectorTest, KernelDcbnlOnLoopbackIsUnsupported) {
+  auto dcb = MakeKernelDcbSource();
+  absl::StatusOr<uint8_t> r = dcb->PfcEnabled("lo");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnimplemented(r.status())) << r.status();
+  r = dcb->PfcEnabled("fsnosuchdev0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsNotFound(r.status())) << r.status();
+}
+
+}  // namespace
+}  // namespace fabricscope

@@ -1,0 +1,383 @@
+#include "collectors/ethtool_collector.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_replace.h"
+#include "collectors/ethtool_stats_source.h"
+#include "daemon/clock.h"
+#include "daemon/store/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/collectors/ethtool_test_util.h"
+
+namespace fabricscope {
+namespace {
+
+using ethtool_test::ExportedLines;
+using ethtool_test::ReadFile;
+using ethtool_test::RecordingContext;
+using ethtool_test::SourceDir;
+using ethtool_test::TempDir;
+using ethtool_test::WriteFile;
+using ::testing::HasSubstr;
+
+std::string Fixture(const std::string& rel) {
+  return ReadFile(SourceDir() + "/tests/fixtures/ethtool/" + rel);
+}
+
+// The exported sample of `family` whose labels contain every `want` pair.
+std::optional<SeriesSnapshot> FindSeries(const Store& store, absl::string_view family,
+                                         std::vector<std::pair<std::string, std::string>> want) {
+  for (const SeriesSnapshot& s : store.Snapshot()) {
+    if (s.signal->family->name != family || !s.state.present) continue;
+    bool ok = true;
+    for (const auto& [l, v] : want) ok = ok && s.signal->Label(l) == v;
+    if (ok) return s;
+  }
+  return std::nullopt;
+}
+
+class EthtoolDirTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<EthtoolCollector> Make() {
+    return std::make_unique<EthtoolCollector>(&store_, &clock_, MakeDirEthtoolSource(dir_.path()),
+                                              EthtoolCollector::Options{});
+  }
+  void Tick(EthtoolCollector& c) {
+    clock_.Advance(std::chrono::milliseconds(100));
+    ctx_.Advance();
+    ASSERT_TRUE(c.Poll(ctx_).ok());
+  }
+  void Rescan(EthtoolCollector& c) {
+    clock_.Advance(std::chrono::seconds(2));
+    ctx_.Advance();
+    ASSERT_TRUE(c.Poll(ctx_).ok());
+  }
+  std::string Path(absl::string_view netdev) { return dir_.path() + "/" + std::string(netdev); }
+
+  TempDir dir_;
+  Store store_;
+  FakeClock clock_;
+  RecordingContext ctx_{&store_};
+};
+
+// Golden mapping: every fixture dump through the dir source and the signal
+// table, compared with tests/fixtures/ethtool/golden/<file>.mapped
+// (FABRICSCOPE_UPDATE_GOLDEN=1 rewrites them).
+TEST_F(EthtoolDirTest, GoldenMappingOfEveryFixture) {
+  const char* files[] = {"mlx5/ethq_mlx5_core_cx4lx_fw14.23_k4.15.txt",
+                         "mlx5/lkml_bpf_20240619_mlx5_k5.15_nonzero.txt",
+                         "mlx5/lkml_bpf_20240619_mlx5_k6.5_nonzero.txt",
+                         "other/bnxt_en_10g_k4.18_statistics.txt",
+                         "other/i40e_10g_k4.18_statistics.txt",
+                         "other/ice_25g_k4.18_statistics.txt"};
+  int i = 0;
+  for (const char* f : files) {
+    std::string text = Fixture(f);
+    if (text.back() != '\n') text += '\n';  // bnxt capture lost its final newline
+    WriteFile(Path(absl::StrCat("fx", i++)), text);
+  }
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  EXPECT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+  const bool update = std::getenv("FABRICSCOPE_UPDATE_GOLDEN") != nullptr;
+  i = 0;
+  for (const char* f : files) {
+    std::string netdev = absl::StrCat("fx", i++);
+    std::string got = absl::StrJoin(ExportedLines(store_, netdev), "\n") + "\n";
+    std::string golden = SourceDir() + "/tests/fixtures/ethtool/golden/" +
+                         std::filesystem::path(f).filename().string() + ".mapped";
+    if (update) {
+      std::filesystem::create_directories(std::filesystem::path(golden).parent_path());
+      WriteFile(golden, got);
+    }
+    EXPECT_EQ(got, ReadFile(golden)) << f << " (FABRICSCOPE_UPDATE_GOLDEN=1 to regenerate)";
+  }
+}
+
+TEST_F(EthtoolDirTest, SpecificMlx5Values) {
+  WriteFile(Path("eth0"), Fixture("mlx5/lkml_bpf_20240619_mlx5_k5.15_nonzero.txt"));
+  WriteFile(Path("eth1"), Fixture("mlx5/ethq_mlx5_core_cx4lx_fw14.23_k4.15.txt"));
+  store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  ASSERT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+
+  // tx_global_pause_duration 771103810 us -> 771.10381 s.
+  auto dur = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                        {{"netdev", "eth0"}, {"priority", "global"}, {"direction", "tx"}});
+  ASSERT_TRUE(dur);
+  EXPECT_DOUBLE_EQ(dur->state.total, 771.10381);
+  EXPECT_EQ(dur->key->name, "tx_global_pause_duration");
+  // tx_global_pause wins over tx_pause_ctrl_phy for the same label set.
+  auto frames = FindSeries(store_, "fabricscope_pfc_pause_frames_total",
+                           {{"netdev", "eth0"}, {"priority", "global"}, {"direction", "tx"}});
+  ASSERT_TRUE(frames);
+  EXPECT_EQ(frames->key->name, "tx_global_pause");
+  EXPECT_EQ(frames->state.total, 5745042);
+  // Discards carry the RDMA port's device/port.
+  auto phy = FindSeries(store_, "fabricscope_discards_total",
+                        {{"netdev", "eth0"}, {"reason", "rx_discards_phy"}});
+  ASSERT_TRUE(phy);
+  EXPECT_EQ(phy->state.total, 58591428329.0);
+  EXPECT_EQ(phy->signal->Label("device"), "mlx5_0");
+  EXPECT_EQ(phy->signal->Label("port"), "1");
+  auto prio = FindSeries(store_, "fabricscope_discards_total",
+                         {{"netdev", "eth0"}, {"reason", "rx_prio_discards"}, {"priority", "0"}});
+  ASSERT_TRUE(prio);
+  EXPECT_EQ(prio->state.total, 58591314012.0);
+  auto oob = FindSeries(store_, "fabricscope_discards_total",
+                        {{"netdev", "eth0"}, {"reason", "rx_out_of_buffer"}});
+  ASSERT_TRUE(oob);
+  EXPECT_EQ(oob->signal->semantics.kind, CounterKind::kWrap32);
+
+  // ethq: zeros, but the names are there and mapped; symbol errors from
+  // rx_pcs_symbol_err_phy (wins over rx_symbol_err_phy).
+  auto ethq_dur = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                             {{"netdev", "eth1"}, {"priority", "global"}, {"direction", "rx"}});
+  ASSERT_TRUE(ethq_dur);
+  EXPECT_EQ(ethq_dur->key->name, "rx_global_pause_duration");
+  EXPECT_EQ(ethq_dur->signal->scale, 1e-6);
+  auto sym = FindSeries(store_, "fabricscope_phy_symbol_errors_total", {{"netdev", "eth1"}});
+  ASSERT_TRUE(sym);
+  EXPECT_EQ(sym->key->name, "rx_pcs_symbol_err_phy");
+  EXPECT_EQ(sym->signal->Label("device"), "");
+  EXPECT_EQ(c->NameCount("eth1"), 751u);
+  EXPECT_GT(c->MappedCount("eth1"), 10u);
+  EXPECT_LT(c->MappedCount("eth1"), 30u);  // per-ring counters are not registered
+}
+
+TEST_F(EthtoolDirTest, ValuesMoveAndPfcEnableAddsNames) {
+  const std::string base =
+      "NIC statistics:\n     rx_discards_phy: 10\n     rx_global_pause: 1\n"
+      "     tx_global_pause: 2\n";
+  WriteFile(Path("eth0"), base);
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  EXPECT_EQ(c->MappedCount("eth0"), 3u);
+  WriteFile(Path("eth0"), absl::StrReplaceAll(base, {{"10", "25"}}));
+  Tick(*c);
+  auto d = FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->state.total, 25);
+
+  // PFC enabled on priority 3: five names appear in the middle of the set.
+  WriteFile(Path("eth0"),
+            "NIC statistics:\n     rx_discards_phy: 30\n     rx_prio3_pause: 7\n"
+            "     rx_prio3_pause_duration: 1500000\n     tx_prio3_pause: 8\n"
+            "     tx_prio3_pause_duration: 2000\n     rx_prio3_pause_transition: 3\n"
+            "     rx_global_pause: 1\n     tx_global_pause: 2\n");
+  Tick(*c);
+  EXPECT_EQ(c->MappedCount("eth0"), 8u);
+  auto p3 = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                       {{"priority", "3"}, {"direction", "rx"}});
+  ASSERT_TRUE(p3);
+  EXPECT_DOUBLE_EQ(p3->state.total, 1.5);
+  d = FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}});
+  EXPECT_EQ(d->state.total, 30);  // same series, index moved, value right
+
+  // PFC disabled again: the per-priority series are no longer present.
+  WriteFile(Path("eth0"), absl::StrReplaceAll(base, {{"10", "31"}}));
+  Tick(*c);
+  EXPECT_FALSE(FindSeries(store_, "fabricscope_pfc_pause_seconds_total", {{"priority", "3"}}));
+  EXPECT_EQ(FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}})
+                ->state.total,
+            31);
+  EXPECT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+}
+
+TEST_F(EthtoolDirTest, GarbageAndTruncationKeepTheLastGoodValue) {
+  WriteFile(Path("eth0"), "rx_discards_phy: 100\ntx_discards_phy: 5\n");
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  WriteFile(Path("eth0"), "rx_discards_phy: 1");  // truncated mid-write
+  Tick(*c);
+  WriteFile(Path("eth0"), "rx_discards_phy: 1\ntx_disc");  // cut in a name
+  Tick(*c);
+  WriteFile(Path("eth0"), "rx_discards_phy: banana\ntx_discards_phy: 5\n");
+  Tick(*c);
+  WriteFile(Path("eth0"), "");
+  Tick(*c);
+  EXPECT_EQ(ctx_.Count(CollectorErrorCode::kParse), 4) << ctx_.ErrorsText();
+  auto d = FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->state.total, 100);
+  EXPECT_EQ(d->state.resets, 0u);
+  EXPECT_EQ(d->state.samples, 1u);
+  WriteFile(Path("eth0"), "rx_discards_phy: 140\ntx_discards_phy: 5\n");
+  Tick(*c);
+  d = FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}});
+  EXPECT_EQ(d->state.total, 140);
+}
+
+TEST_F(EthtoolDirTest, VanishedFileIsAbsentThenReturns) {
+  WriteFile(Path("eth0"), "rx_discards_phy: 100\n");
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  std::filesystem::remove(Path("eth0"));
+  for (int i = 0; i < 5; ++i) Tick(*c);
+  EXPECT_EQ(ctx_.Count(CollectorErrorCode::kNotFound), 1) << ctx_.ErrorsText();
+  EXPECT_FALSE(FindSeries(store_, "fabricscope_discards_total", {}));
+  Rescan(*c);  // the listing drops it
+  EXPECT_EQ(ctx_.Count(CollectorErrorCode::kNotFound), 1);
+  WriteFile(Path("eth0"), "rx_discards_phy: 120\n");
+  Rescan(*c);
+  auto d = FindSeries(store_, "fabricscope_discards_total", {{"reason", "rx_discards_phy"}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->state.total, 120);
+  EXPECT_EQ(ctx_.Count(CollectorErrorCode::kNotFound), 1);
+}
+
+TEST_F(EthtoolDirTest, NewFileIsPickedUpAtTheRescanRate) {
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  EXPECT_EQ(c->NetdevCount(), 0u);
+  WriteFile(Path("eth5"), "link_down_events_phy: 2\n");
+  WriteFile(Path(".eth6.tmp"), "link_down_events_phy: 2\n");  // a writer's temporary
+  Tick(*c);
+  EXPECT_EQ(c->NetdevCount(), 0u);  // not before the rescan interval
+  Rescan(*c);
+  EXPECT_EQ(c->NetdevCount(), 1u);
+  auto l = FindSeries(store_, "fabricscope_link_down_events_total", {{"netdev", "eth5"}});
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->state.total, 2);
+}
+
+// A source with standard stats, to drive the netlink side without a NIC.
+class FakeSource final : public EthtoolStatsSource {
+ public:
+  class Reader final : public EthtoolStatsReader {
+   public:
+    explicit Reader(FakeSource* s) : s_(s) {}
+    absl::Status Read(bool* changed) override {
+      *changed = names_ != s_->names;
+      names_ = s_->names;
+      values_ = s_->values;
+      return absl::OkStatus();
+    }
+    const std::vector<std::string>& names() const override { return names_; }
+    absl::Span<const uint64_t> values() const override { return values_; }
+
+   private:
+    FakeSource* s_;
+    std::vector<std::string> names_;
+    std::vector<uint64_t> values_;
+  };
+  absl::StatusOr<std::vector<std::string>> ListNetdevs() override {
+    return std::vector<std::string>{"eth0"};
+  }
+  std::unique_ptr<EthtoolStatsReader> Open(const std::string&) override {
+    return std::make_unique<Reader>(this);
+  }
+  bool HasStandardStats() const override { return true; }
+  absl::StatusOr<PauseStats> ReadPause(const std::string&) override {
+    ++pause_calls;
+    return pause;
+  }
+  absl::StatusOr<FecStats> ReadFec(const std::string&) override {
+    ++fec_calls;
+    return fec;
+  }
+  std::vector<std::string> names;
+  std::vector<uint64_t> values;
+  absl::StatusOr<PauseStats> pause = absl::UnimplementedError("no pause");
+  absl::StatusOr<FecStats> fec = absl::UnimplementedError("no fec");
+  int pause_calls = 0;
+  int fec_calls = 0;
+};
+
+TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
+  Store store;
+  FakeClock clock;
+  RecordingContext ctx(&store);
+  auto src = std::make_unique<FakeSource>();
+  FakeSource* fake = src.get();
+  fake->names = {"peer_ifindex"};
+  fake->values = {3};
+  EthtoolCollector c(&store, &clock, std::move(src), {});
+  ASSERT_TRUE(c.Discover(ctx).ok());
+  for (int i = 0; i < 20; ++i) {
+    clock.Advance(std::chrono::milliseconds(100));
+    ASSERT_TRUE(c.Poll(ctx).ok());
+  }
+  EXPECT_EQ(fake->pause_calls, 1);
+  EXPECT_EQ(fake->fec_calls, 1);
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 2) << ctx.ErrorsText();
+  EXPECT_EQ(ctx.errors.size(), 2u);
+  EXPECT_EQ(store.Snapshot().size(), 0u);  // peer_ifindex maps to nothing
+}
+
+TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
+  Store store;
+  FakeClock clock;
+  RecordingContext ctx(&store);
+  auto src = std::make_unique<FakeSource>();
+  FakeSource* fake = src.get();
+  fake->names = {"rx_corrected_bits_phy"};
+  fake->values = {77};
+  fake->pause = PauseStats{.tx_frames = 759657, .rx_frames = 0};
+  fake->fec = FecStats{
+      .corrected = {256, 255, 1}, .uncorrectable = {145, 128, 17}, .corrected_bits = {999}};
+  EthtoolCollector c(&store, &clock, std::move(src), {});
+  ASSERT_TRUE(c.Discover(ctx).ok());
+  clock.Advance(std::chrono::milliseconds(100));
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_EQ(ctx.errors.size(), 0u) << ctx.ErrorsText();
+  auto tx = FindSeries(store, "fabricscope_pfc_pause_frames_total",
+                       {{"priority", "global"}, {"direction", "tx"}});
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->key->source, "ethtool_netlink");
+  EXPECT_EQ(tx->state.total, 759657);
+  auto total = FindSeries(store, "fabricscope_fec_corrected_blocks_total", {{"lane", ""}});
+  ASSERT_TRUE(total);
+  EXPECT_EQ(total->state.total, 256);
+  auto lane1 = FindSeries(store, "fabricscope_fec_uncorrectable_blocks_total", {{"lane", "1"}});
+  ASSERT_TRUE(lane1);
+  EXPECT_EQ(lane1->state.total, 17);
+  // Corrected bits come from the ethtool -S name, not netlink (one series).
+  int bits = 0;
+  for (const auto& s : store.Snapshot()) {
+    if (s.signal->family->name == "fabricscope_phy_corrected_bit_errors_total" && s.state.present) {
+      ++bits;
+      EXPECT_EQ(s.key->name, "rx_corrected_bits_phy");
+      EXPECT_EQ(s.state.total, 77);
+    }
+  }
+  EXPECT_EQ(bits, 1);
+
+  // Global pause enabled: ethtool names take the label sets over, netlink
+  // pause is no longer asked.
+  fake->names = {"rx_corrected_bits_phy", "rx_global_pause", "tx_global_pause"};
+  fake->values = {78, 1, 759700};
+  const int calls = fake->pause_calls;
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(std::chrono::milliseconds(100));
+    ASSERT_TRUE(c.Poll(ctx).ok());
+  }
+  EXPECT_EQ(fake->pause_calls, calls);
+  tx = FindSeries(store, "fabricscope_pfc_pause_frames_total",
+                  {{"priority", "global"}, {"direction", "tx"}});
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->key->source, "ethtool");
+  int present = 0;
+  for (const auto& s : store.Snapshot()) {
+    present += s.state.present && s.signal->family->name == "fabricscope_pfc_pause_frames_total";
+  }
+  EXPECT_EQ(present, 2);
+}
+
+TEST(EthtoolStatsSourceTest, TrimsKernelNames) {
+  char raw[32] = "tx_pause_storm_warning_events ";
+  EXPECT_EQ(TrimStatName(raw, sizeof(raw)), "tx_pause_storm_warning_events");
+  char full[4] = {'a', 'b', 'c', 'd'};  // no NUL within the length
+  EXPECT_EQ(TrimStatName(full, sizeof(full)), "abcd");
+}
+
+}  // namespace
+}  // namespace fabricscope
