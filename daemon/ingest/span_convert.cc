@@ -1,0 +1,285 @@
+#include "daemon/ingest/span_convert.h"
+
+#include <charconv>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+namespace otlp_common = opentelemetry::proto::common::v1;
+namespace otlp_trace = opentelemetry::proto::trace::v1;
+
+constexpr int kMaxAnyValueDepth = 8;
+
+template <size_t N>
+bool CopyId(const std::string& bytes, std::array<uint8_t, N>* out) {
+  if (bytes.size() != N) return false;
+  std::memcpy(out->data(), bytes.data(), N);
+  return true;
+}
+
+RejectReason ConvertIds(const std::string& trace_id, const std::string& span_id,
+                        const std::string& parent_span_id, Span* out, std::string* detail) {
+  if (!CopyId(trace_id, &out->trace_id)) {
+    if (detail) *detail = absl::StrCat("trace_id must be 16 bytes, got ", trace_id.size());
+    return RejectReason::kInvalidIds;
+  }
+  if (!CopyId(span_id, &out->span_id)) {
+    if (detail) *detail = absl::StrCat("span_id must be 8 bytes, got ", span_id.size());
+    return RejectReason::kInvalidIds;
+  }
+  if (parent_span_id.empty()) {
+    out->parent_span_id = SpanId{};
+  } else if (!CopyId(parent_span_id, &out->parent_span_id)) {
+    if (detail) {
+      *detail =
+          absl::StrCat("parent_span_id must be empty or 8 bytes, got ", parent_span_id.size());
+    }
+    return RejectReason::kInvalidIds;
+  }
+  return RejectReason::kNone;
+}
+
+RejectReason CheckAttributeCount(int count, const IngestLimits& limits, std::string* detail) {
+  if (count > static_cast<int>(limits.max_attributes_per_span)) {
+    if (detail) {
+      *detail = absl::StrCat(count, " attributes; the limit is ", limits.max_attributes_per_span,
+                             " (--max-attributes-per-span)");
+    }
+    return RejectReason::kTooManyAttributes;
+  }
+  return RejectReason::kNone;
+}
+
+RejectReason AttributeTooLarge(absl::string_view key, const IngestLimits& limits,
+                               std::string* detail) {
+  if (detail) {
+    *detail = absl::StrCat("attribute \"", key.substr(0, 64), "\" is longer than ",
+                           limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
+  }
+  return RejectReason::kAttributeTooLarge;
+}
+
+// Reads the well-known attributes into the span's typed fields and sets the
+// kind. `explicit_kind` is the native kind field (kUnspecified for OTLP).
+void ApplyWellKnown(SpanKind explicit_kind, const SpanKindClassifier& classifier, Span* span) {
+  SpanKind attr_kind = SpanKind::kUnspecified;
+  for (const auto& [key, value] : span->attributes) {
+    if (key.empty() || (key[0] != 'f' && key[0] != 'r' && key[0] != 'n')) continue;
+    if (key == "fabricscope.kind") {
+      if (auto k = ParseSpanKindName(value); k.has_value()) attr_kind = *k;
+    } else if (key == "fabricscope.stall") {
+      if (absl::EqualsIgnoreCase(value, "true")) span->stall_flag = true;
+    } else if (key == "rdma.device") {
+      if (span->rdma_device.empty()) span->rdma_device = value;
+    } else if (key == "rdma.port") {
+      uint32_t port;
+      if (span->rdma_port == 0 && absl::SimpleAtoi(value, &port)) span->rdma_port = port;
+    } else if (key == "network.interface.name") {
+      if (span->netdev.empty()) span->netdev = value;
+    }
+  }
+  if (explicit_kind != SpanKind::kUnspecified) {
+    span->kind = explicit_kind;
+  } else if (attr_kind != SpanKind::kUnspecified) {
+    span->kind = attr_kind;
+  } else {
+    span->kind = classifier.Classify(span->name);
+  }
+}
+
+SpanKind FromNativeKind(v1::SpanKind k) {
+  switch (k) {
+    case v1::SPAN_KIND_REQUEST:
+      return SpanKind::kRequest;
+    case v1::SPAN_KIND_PREFILL:
+      return SpanKind::kPrefill;
+    case v1::SPAN_KIND_DECODE_STEP:
+      return SpanKind::kDecodeStep;
+    case v1::SPAN_KIND_KV_TRANSFER:
+      return SpanKind::kKvTransfer;
+    case v1::SPAN_KIND_COLLECTIVE:
+      return SpanKind::kCollective;
+    case v1::SPAN_KIND_OTHER:
+      return SpanKind::kOther;
+    default:
+      return SpanKind::kUnspecified;
+  }
+}
+
+bool Append(absl::string_view piece, size_t max_bytes, std::string* out) {
+  if (out->size() + piece.size() > max_bytes) return false;
+  out->append(piece.data(), piece.size());
+  return true;
+}
+
+bool RenderAnyValue(const otlp_common::AnyValue& v, size_t max_bytes, int depth, std::string* out) {
+  if (depth > kMaxAnyValueDepth) return Append("...", max_bytes, out);
+  switch (v.value_case()) {
+    case otlp_common::AnyValue::kStringValue:
+      return Append(v.string_value(), max_bytes, out);
+    case otlp_common::AnyValue::kBoolValue:
+      return Append(v.bool_value() ? "true" : "false", max_bytes, out);
+    case otlp_common::AnyValue::kIntValue:
+      return Append(absl::StrCat(v.int_value()), max_bytes, out);
+    case otlp_common::AnyValue::kDoubleValue: {
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof(buf), v.double_value());
+      return Append(absl::string_view(buf, r.ptr - buf), max_bytes, out);
+    }
+    case otlp_common::AnyValue::kBytesValue:
+      if (out->size() + 2 * v.bytes_value().size() > max_bytes) return false;
+      return Append(HexEncode(v.bytes_value()), max_bytes, out);
+    case otlp_common::AnyValue::kArrayValue: {
+      if (!Append("[", max_bytes, out)) return false;
+      bool first = true;
+      for (const auto& e : v.array_value().values()) {
+        if (!first && !Append(",", max_bytes, out)) return false;
+        first = false;
+        if (!RenderAnyValue(e, max_bytes, depth + 1, out)) return false;
+      }
+      return Append("]", max_bytes, out);
+    }
+    case otlp_common::AnyValue::kKvlistValue: {
+      if (!Append("{", max_bytes, out)) return false;
+      bool first = true;
+      for (const auto& kv : v.kvlist_value().values()) {
+        if (!first && !Append(",", max_bytes, out)) return false;
+        first = false;
+        if (!Append(kv.key(), max_bytes, out) || !Append("=", max_bytes, out)) return false;
+        if (!RenderAnyValue(kv.value(), max_bytes, depth + 1, out)) return false;
+      }
+      return Append("}", max_bytes, out);
+    }
+    case otlp_common::AnyValue::VALUE_NOT_SET:
+      break;
+  }
+  return true;
+}
+
+// Converts one OTLP attribute; false when key + value exceed the limit.
+bool ConvertOtlpAttribute(const otlp_common::KeyValue& kv, const IngestLimits& limits,
+                          Attributes* out) {
+  const size_t max = limits.max_attribute_bytes;
+  if (kv.key().size() > max) return false;
+  std::string value;
+  if (!AnyValueToString(kv.value(), max - kv.key().size(), &value)) return false;
+  out->emplace_back(kv.key(), std::move(value));
+  return true;
+}
+
+}  // namespace
+
+std::string HexEncode(absl::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto b = static_cast<uint8_t>(bytes[i]);
+    out[2 * i] = kHex[b >> 4];
+    out[2 * i + 1] = kHex[b & 0xf];
+  }
+  return out;
+}
+
+bool AnyValueToString(const otlp_common::AnyValue& value, size_t max_bytes, std::string* out) {
+  out->clear();
+  return RenderAnyValue(value, max_bytes, 0, out);
+}
+
+RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Span* out,
+                               std::string* detail) {
+  const IngestLimits& limits = *ctx.limits;
+  if (auto r = ConvertIds(in.trace_id(), in.span_id(), in.parent_span_id(), out, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
+  if (auto r = CheckAttributeCount(in.attributes_size(), limits, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
+  for (const v1::Attribute& a : in.attributes()) {
+    if (a.key().size() + a.value().size() > limits.max_attribute_bytes) {
+      return AttributeTooLarge(a.key(), limits, detail);
+    }
+  }
+  for (const std::string* s : {&in.rdma_device(), &in.network_interface_name()}) {
+    if (s->size() > limits.max_attribute_bytes) {
+      return AttributeTooLarge(s == &in.rdma_device() ? "rdma_device" : "network_interface_name",
+                               limits, detail);
+    }
+  }
+  if (in.name().size() > limits.max_attribute_bytes) {
+    return AttributeTooLarge("name", limits, detail);
+  }
+  out->name = in.name();
+  out->start_unix_nano = static_cast<int64_t>(in.start_unix_nano());
+  out->end_unix_nano = static_cast<int64_t>(in.end_unix_nano());
+  out->attributes.clear();
+  out->attributes.reserve(in.attributes_size());
+  for (const v1::Attribute& a : in.attributes()) out->attributes.emplace_back(a.key(), a.value());
+  out->rdma_device = in.rdma_device();
+  out->rdma_port = in.rdma_port();
+  out->netdev = in.network_interface_name();
+  out->stall_flag = in.stall();
+  out->protocol = "native";
+  ApplyWellKnown(FromNativeKind(in.kind()), *ctx.classifier, out);
+  return RejectReason::kNone;
+}
+
+OtlpResourceInfo ConvertOtlpResource(const opentelemetry::proto::resource::v1::Resource& resource,
+                                     const IngestLimits& limits) {
+  OtlpResourceInfo info;
+  for (const otlp_common::KeyValue& kv : resource.attributes()) {
+    if (kv.key() != "host.name" && kv.key() != "service.name") continue;
+    if (!ConvertOtlpAttribute(kv, limits, &info.kept)) info.too_large = true;
+  }
+  return info;
+}
+
+RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo& resource,
+                             const ConvertContext& ctx, Span* out, std::string* detail) {
+  const IngestLimits& limits = *ctx.limits;
+  if (auto r = ConvertIds(in.trace_id(), in.span_id(), in.parent_span_id(), out, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
+  if (auto r = CheckAttributeCount(in.attributes_size(), limits, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
+  if (resource.too_large) {
+    if (detail) {
+      *detail = absl::StrCat("a resource attribute (host.name/service.name) is longer than ",
+                             limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
+    }
+    return RejectReason::kAttributeTooLarge;
+  }
+  if (in.name().size() > limits.max_attribute_bytes) {
+    return AttributeTooLarge("name", limits, detail);
+  }
+  out->attributes.clear();
+  out->attributes.reserve(in.attributes_size() + resource.kept.size());
+  for (const otlp_common::KeyValue& kv : in.attributes()) {
+    if (!ConvertOtlpAttribute(kv, limits, &out->attributes)) {
+      return AttributeTooLarge(kv.key(), limits, detail);
+    }
+  }
+  for (const auto& kv : resource.kept) out->attributes.push_back(kv);
+  out->name = in.name();
+  out->start_unix_nano = static_cast<int64_t>(in.start_time_unix_nano());
+  out->end_unix_nano = static_cast<int64_t>(in.end_time_unix_nano());
+  out->rdma_device.clear();
+  out->rdma_port = 0;
+  out->netdev.clear();
+  out->stall_flag = false;
+  out->protocol = "otlp";
+  ApplyWellKnown(SpanKind::kUnspecified, *ctx.classifier, out);
+  return RejectReason::kNone;
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,190 @@
+#include "daemon/ingest/span_ingester.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+namespace otlp_collector = opentelemetry::proto::collector::trace::v1;
+
+const MetricSpec& kIngestSpans = DefineMetric(
+    {.name = "fabricscope_ingest_spans_total",
+     .type = MetricType::kCounter,
+     .help = "Spans received over gRPC, by protocol (native, otlp) and result: accepted, a "
+             "per-span rejection reason (invalid_ids, end_before_start, too_old, in_future, "
+             "missing_name, too_many_attributes, attribute_too_large) or a whole-request "
+             "rejection (request_too_large: INVALID_ARGUMENT; overload: RESOURCE_EXHAUSTED).",
+     .labels = {"protocol", "result"},
+     .component = "ingest"});
+
+constexpr IngestProtocol kProtocols[] = {IngestProtocol::kNative, IngestProtocol::kOtlp};
+
+}  // namespace
+
+absl::string_view IngestProtocolName(IngestProtocol protocol) {
+  return protocol == IngestProtocol::kNative ? "native" : "otlp";
+}
+
+std::string IngestResult::Summary() const {
+  if (rejected == 0) return "";
+  std::string out = absl::StrCat("rejected ", rejected, " of ", seen, " spans:");
+  bool first = true;
+  for (int r = 1; r < kNumRejectReasons; ++r) {
+    if (by_reason[r] == 0) continue;
+    absl::StrAppend(&out, first ? " " : ", ", by_reason[r], " ",
+                    RejectReasonName(static_cast<RejectReason>(r)));
+    for (const SpanRejectionInfo& info : rejections) {
+      if (info.reason == static_cast<RejectReason>(r)) {
+        absl::StrAppend(&out, " (span ", info.index, ": ", info.detail, ")");
+        break;
+      }
+    }
+    first = false;
+  }
+  return out;
+}
+
+SpanIngester::SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifier> classifier,
+                           SpanStore* store, Clock* clock, MetricsRegistry* metrics)
+    : limits_(limits), classifier_(std::move(classifier)), store_(store), clock_(clock) {
+  auto& family = metrics->Counter(kIngestSpans);
+  for (IngestProtocol p : kProtocols) {
+    const int pi = static_cast<int>(p);
+    const std::string protocol(IngestProtocolName(p));
+    for (int r = 0; r < kNumRejectReasons; ++r) {
+      by_reason_[pi][r] =
+          &family.Add({{"protocol", protocol},
+                       {"result", std::string(RejectReasonName(static_cast<RejectReason>(r)))}});
+    }
+    request_too_large_[pi] = &family.Add({{"protocol", protocol}, {"result", "request_too_large"}});
+    overload_[pi] = &family.Add({{"protocol", protocol}, {"result", "overload"}});
+  }
+}
+
+absl::StatusOr<SpanIngester::Ticket> SpanIngester::Admit(IngestProtocol protocol,
+                                                         uint64_t span_count) {
+  int prev = in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  if (prev >= static_cast<int>(limits_.max_concurrent_requests)) {
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    overload_[static_cast<int>(protocol)]->Increment(static_cast<double>(span_count));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("span ingest overloaded: ", limits_.max_concurrent_requests,
+                     " ingest calls in flight; retry later"));
+  }
+  return Ticket(this);
+}
+
+void SpanIngester::CountRequestTooLarge(IngestProtocol protocol, uint64_t spans) {
+  request_too_large_[static_cast<int>(protocol)]->Increment(static_cast<double>(spans));
+}
+
+void SpanIngester::Record(RejectReason reason, std::string detail, Span* span,
+                          std::vector<Span>* accepted, IngestResult* result, int64_t now_ns) {
+  if (reason == RejectReason::kNone) reason = ValidateSpan(*span, limits_, now_ns, &detail);
+  const uint64_t index = result->seen++;
+  if (reason == RejectReason::kNone) {
+    ++result->accepted;
+    accepted->push_back(std::move(*span));
+    return;
+  }
+  ++result->rejected;
+  ++result->by_reason[static_cast<int>(reason)];
+  if (result->rejections.size() < IngestResult::kMaxReportedRejections) {
+    result->rejections.push_back({index, reason, std::move(detail)});
+  }
+}
+
+void SpanIngester::Commit(IngestProtocol protocol, std::vector<Span> accepted,
+                          const IngestResult& before, const IngestResult& after) {
+  // Store first: a span is counted as accepted only once it is acknowledged.
+  if (!accepted.empty()) store_->Add(std::move(accepted));
+  const int pi = static_cast<int>(protocol);
+  by_reason_[pi][0]->Increment(static_cast<double>(after.accepted - before.accepted));
+  for (int r = 1; r < kNumRejectReasons; ++r) {
+    const uint64_t n = after.by_reason[r] - before.by_reason[r];
+    if (n > 0) by_reason_[pi][r]->Increment(static_cast<double>(n));
+  }
+}
+
+absl::Status SpanIngester::IngestNative(const v1::PushRequest& request, const Ticket& ticket,
+                                        IngestResult* result) {
+  const uint64_t n = request.spans_size();
+  if (n > limits_.max_spans_per_request) {
+    CountRequestTooLarge(IngestProtocol::kNative, n);
+    return absl::InvalidArgumentError(absl::StrCat("request has ", n, " spans; the limit is ",
+                                                   limits_.max_spans_per_request,
+                                                   " (--max-spans-per-request)"));
+  }
+  const IngestResult before = *result;
+  const int64_t now_ns = clock_->RealtimeNs();
+  const ConvertContext ctx{&limits_, classifier_.get()};
+  std::vector<Span> accepted;
+  accepted.reserve(n);
+  std::string detail;
+  for (const v1::Span& in : request.spans()) {
+    Span span;
+    detail.clear();
+    RejectReason reason = ConvertNativeSpan(in, ctx, &span, &detail);
+    Record(reason, std::move(detail), &span, &accepted, result, now_ns);
+  }
+  Commit(IngestProtocol::kNative, std::move(accepted), before, *result);
+  return absl::OkStatus();
+}
+
+absl::Status SpanIngester::IngestOtlp(const otlp_collector::ExportTraceServiceRequest& request,
+                                      const Ticket& ticket, IngestResult* result) {
+  uint64_t n = 0;
+  for (const auto& rs : request.resource_spans()) {
+    for (const auto& ss : rs.scope_spans()) n += ss.spans_size();
+  }
+  if (n > limits_.max_spans_per_request) {
+    CountRequestTooLarge(IngestProtocol::kOtlp, n);
+    return absl::InvalidArgumentError(absl::StrCat("request has ", n, " spans; the limit is ",
+                                                   limits_.max_spans_per_request,
+                                                   " (--max-spans-per-request)"));
+  }
+  const IngestResult before = *result;
+  const int64_t now_ns = clock_->RealtimeNs();
+  const ConvertContext ctx{&limits_, classifier_.get()};
+  std::vector<Span> accepted;
+  accepted.reserve(n);
+  std::string detail;
+  for (const auto& rs : request.resource_spans()) {
+    const OtlpResourceInfo resource = ConvertOtlpResource(rs.resource(), limits_);
+    for (const auto& ss : rs.scope_spans()) {
+      for (const auto& in : ss.spans()) {
+        Span span;
+        detail.clear();
+        RejectReason reason = ConvertOtlpSpan(in, resource, ctx, &span, &detail);
+        Record(reason, std::move(detail), &span, &accepted, result, now_ns);
+      }
+    }
+  }
+  Commit(IngestProtocol::kOtlp, std::move(accepted), before, *result);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<IngestResult> SpanIngester::PushNative(const v1::PushRequest& request) {
+  auto ticket = Admit(IngestProtocol::kNative, request.spans_size());
+  if (!ticket.ok()) return ticket.status();
+  IngestResult result;
+  if (auto s = IngestNative(request, *ticket, &result); !s.ok()) return s;
+  return result;
+}
+
+absl::StatusOr<IngestResult> SpanIngester::ExportOtlp(
+    const otlp_collector::ExportTraceServiceRequest& request) {
+  uint64_t n = 0;
+  for (const auto& rs : request.resource_spans()) {
+    for (const auto& ss : rs.scope_spans()) n += ss.spans_size();
+  }
+  auto ticket = Admit(IngestProtocol::kOtlp, n);
+  if (!ticket.ok()) return ticket.status();
+  IngestResult result;
+  if (auto s = IngestOtlp(request, *ticket, &result); !s.ok()) return s;
+  return result;
+}
+
+}  // namespace fabricscope

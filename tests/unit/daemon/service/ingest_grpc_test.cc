@@ -1,0 +1,227 @@
+// In-process gRPC test: the real GrpcServer on 127.0.0.1:0 with the Ingest and
+// OTLP TraceService adapters, called through generated stubs.
+#include "daemon/service/grpc_server.h"
+
+#include "daemon/service/ingest_service.h"
+#include "daemon/service/otlp_trace_service.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+namespace otlp_collector = opentelemetry::proto::collector::trace::v1;
+
+v1::Span Native(int id, int64_t now, const char* name = "decode") {
+  v1::Span s;
+  s.set_trace_id(std::string(16, '\x01'));
+  std::string sid(8, '\0');
+  sid[6] = static_cast<char>(id >> 8);
+  sid[7] = static_cast<char>(id & 0xff);
+  s.set_span_id(sid);
+  s.set_name(name);
+  s.set_start_unix_nano(now - 2'000'000);
+  s.set_end_unix_nano(now - 1'000'000);
+  return s;
+}
+
+class IngestGrpcTest : public ::testing::Test {
+ protected:
+  void Start(IngestLimits limits) {
+    store_ = std::make_unique<SpanStore>(SpanStoreOptions{}, RealClock::Get(), &metrics_);
+    auto c = SpanKindClassifier::Create({});
+    ASSERT_TRUE(c.ok());
+    ingester_ = std::make_unique<SpanIngester>(limits, *std::move(c), store_.get(),
+                                               RealClock::Get(), &metrics_);
+    ingest_ = std::make_unique<IngestService>(ingester_.get());
+    otlp_ = std::make_unique<OtlpTraceService>(ingester_.get());
+    server_ = std::make_unique<GrpcServer>("127.0.0.1:0");
+    server_->AddService(ingest_.get());
+    server_->AddService(otlp_.get());
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_GT(server_->port(), 0);
+    EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
+    auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+    ingest_stub_ = v1::Ingest::NewStub(channel);
+    otlp_stub_ = otlp_collector::TraceService::NewStub(channel);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(absl::Seconds(1));
+  }
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return ctx;
+  }
+  int64_t Now() { return RealClock::Get()->RealtimeNs(); }
+
+  MetricsRegistry metrics_;
+  std::unique_ptr<SpanStore> store_;
+  std::unique_ptr<SpanIngester> ingester_;
+  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<OtlpTraceService> otlp_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<v1::Ingest::Stub> ingest_stub_;
+  std::unique_ptr<otlp_collector::TraceService::Stub> otlp_stub_;
+};
+
+TEST_F(IngestGrpcTest, PushReturnsPerSpanRejections) {
+  Start({});
+  v1::PushRequest req;
+  *req.add_spans() = Native(1, Now());
+  *req.add_spans() = Native(2, Now(), "");
+  v1::Span bad = Native(3, Now());
+  bad.set_span_id("short");
+  *req.add_spans() = bad;
+  v1::PushResponse resp;
+  grpc::Status s = ingest_stub_->Push(Ctx().get(), req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.accepted_spans(), 1u);
+  EXPECT_EQ(resp.rejected_spans(), 2u);
+  ASSERT_EQ(resp.rejections_size(), 2);
+  EXPECT_EQ(resp.rejections(0).index(), 1u);
+  EXPECT_EQ(resp.rejections(0).reason(), v1::REJECTION_REASON_MISSING_NAME);
+  EXPECT_EQ(resp.rejections(1).index(), 2u);
+  EXPECT_EQ(resp.rejections(1).reason(), v1::REJECTION_REASON_INVALID_IDS);
+  EXPECT_EQ(resp.rejections(1).message(), "span_id must be 8 bytes, got 5");
+  EXPECT_EQ(store_->Stats().spans, 1u);
+}
+
+TEST_F(IngestGrpcTest, PushStreamIndexesAcrossMessages) {
+  Start({});
+  v1::PushResponse resp;
+  auto ctx = Ctx();
+  auto writer = ingest_stub_->PushStream(ctx.get(), &resp);
+  int id = 0;
+  for (int m = 0; m < 5; ++m) {
+    v1::PushRequest req;
+    for (int i = 0; i < 100; ++i) *req.add_spans() = Native(++id, Now());
+    if (m == 3) req.mutable_spans(7)->set_name("");  // index 307 over the stream
+    ASSERT_TRUE(writer->Write(req));
+  }
+  writer->WritesDone();
+  grpc::Status s = writer->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.accepted_spans(), 499u);
+  EXPECT_EQ(resp.rejected_spans(), 1u);
+  ASSERT_EQ(resp.rejections_size(), 1);
+  EXPECT_EQ(resp.rejections(0).index(), 307u);
+  EXPECT_EQ(store_->Stats().spans, 499u);
+}
+
+TEST_F(IngestGrpcTest, TooManySpansIsInvalidArgument) {
+  IngestLimits limits;
+  limits.max_spans_per_request = 10;
+  Start(limits);
+  v1::PushRequest req;
+  for (int i = 1; i <= 11; ++i) *req.add_spans() = Native(i, Now());
+  v1::PushResponse resp;
+  grpc::Status s = ingest_stub_->Push(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(store_->Stats().spans, 0u);
+
+  // In a stream: the earlier message stays stored and the status says so.
+  auto ctx = Ctx();
+  auto writer = ingest_stub_->PushStream(ctx.get(), &resp);
+  v1::PushRequest small;
+  for (int i = 1; i <= 5; ++i) *small.add_spans() = Native(i, Now());
+  ASSERT_TRUE(writer->Write(small));
+  writer->Write(req);  // may fail once the server has answered
+  writer->WritesDone();
+  s = writer->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("5 spans of earlier messages were accepted"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(store_->Stats().spans, 5u);
+}
+
+TEST_F(IngestGrpcTest, OverloadIsResourceExhausted) {
+  IngestLimits limits;
+  limits.max_concurrent_requests = 1;
+  Start(limits);
+  // An open stream holds the only admission slot.
+  v1::PushResponse stream_resp;
+  auto stream_ctx = Ctx();
+  auto writer = ingest_stub_->PushStream(stream_ctx.get(), &stream_resp);
+  v1::PushRequest first;
+  *first.add_spans() = Native(1, Now());
+  ASSERT_TRUE(writer->Write(first));
+  // Wait (bounded) until the server has admitted the stream.
+  for (int i = 0; i < 500 && ingester_->in_flight() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(ingester_->in_flight(), 1);
+
+  v1::PushRequest req;
+  *req.add_spans() = Native(2, Now());
+  v1::PushResponse resp;
+  grpc::Status s = ingest_stub_->Push(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  otlp_collector::ExportTraceServiceRequest export_req;
+  auto* span = export_req.add_resource_spans()->add_scope_spans()->add_spans();
+  span->set_trace_id(std::string(16, '\x02'));
+  span->set_span_id(std::string(8, '\x02'));
+  span->set_name("decode");
+  span->set_start_time_unix_nano(Now() - 2'000'000);
+  span->set_end_time_unix_nano(Now() - 1'000'000);
+  otlp_collector::ExportTraceServiceResponse export_resp;
+  s = otlp_stub_->Export(Ctx().get(), export_req, &export_resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(stream_resp.accepted_spans(), 1u);
+  // The slot is free again.
+  s = ingest_stub_->Push(Ctx().get(), req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(store_->Stats().spans, 2u);
+}
+
+TEST_F(IngestGrpcTest, OtlpExportReportsPartialSuccess) {
+  Start({});
+  otlp_collector::ExportTraceServiceRequest req;
+  auto* rs = req.add_resource_spans();
+  auto* host = rs->mutable_resource()->add_attributes();
+  host->set_key("host.name");
+  host->mutable_value()->set_string_value("node-1");
+  auto* ss = rs->add_scope_spans();
+  ss->mutable_scope()->set_name("vllm");
+  for (int i = 1; i <= 4; ++i) {
+    auto* s = ss->add_spans();
+    s->set_trace_id(std::string(16, '\x03'));
+    s->set_span_id(std::string(7, '\0') + static_cast<char>(i));
+    s->set_name(i == 4 ? "decode" : "kv_transfer");
+    s->set_start_time_unix_nano(Now() - 2'000'000);
+    s->set_end_time_unix_nano(i == 3 ? Now() - 3'000'000 : Now() - 1'000'000);
+  }
+  otlp_collector::ExportTraceServiceResponse resp;
+  grpc::Status s = otlp_stub_->Export(Ctx().get(), req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_TRUE(resp.has_partial_success());
+  EXPECT_EQ(resp.partial_success().rejected_spans(), 1);
+  EXPECT_NE(resp.partial_success().error_message().find("end_before_start"), std::string::npos);
+  EXPECT_EQ(store_->Stats().spans, 3u);
+
+  // A fully accepted export leaves partial_success unset.
+  req.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans()->RemoveLast();
+  req.mutable_resource_spans(0)->mutable_scope_spans(0)->mutable_spans()->RemoveLast();
+  otlp_collector::ExportTraceServiceResponse ok_resp;
+  s = otlp_stub_->Export(Ctx().get(), req, &ok_resp);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(ok_resp.has_partial_success());
+}
+
+TEST(GrpcServerTest, BindFailureIsAnError) {
+  IngestService service(nullptr);  // never called
+  GrpcServer first("127.0.0.1:0");
+  first.AddService(&service);
+  ASSERT_TRUE(first.Start().ok());
+  GrpcServer second(first.address());
+  second.AddService(&service);
+  absl::Status s = second.Start();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("grpc-listen"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace fabricscope

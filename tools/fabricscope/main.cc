@@ -1,0 +1,106 @@
+// fabricscope: the command-line client of fabricscoped's gRPC API.
+//
+//   fabricscope [--server=HOST:PORT] [--output=human|json] SUBCOMMAND [args...]
+//
+// Each subcommand lives in its own tools/fabricscope/<name>.{h,cc} and is one
+// line of kSubcommands below. Global flags may appear before or after the
+// subcommand name.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/version.h"
+#include "tools/fabricscope/cli.h"
+#include "tools/fabricscope/correlate.h"
+#include "tools/fabricscope/ports.h"
+#include "tools/fabricscope/push.h"
+#include "tools/fabricscope/series.h"
+#include "tools/fabricscope/top.h"
+
+namespace fabricscope::cli {
+namespace {
+
+// The subcommand table: one line per subcommand.
+const Subcommand kSubcommands[] = {
+    {"push", "push [--batch=N] < spans.jsonl",
+     "Send spans (JSON lines on stdin) to the daemon's Ingest API.", RunPush},
+    {"correlate",
+     "correlate --trace-id=HEX | --span-id=HEX | --since=DUR [--name=N] [--all-series]",
+     "Was it the fabric? Per span: verdict and the congestion signals ranked by score.",
+     RunCorrelate},
+    {"series", "series --signal=S [--since=DUR] [--label=NAME=VALUE] [--max-samples=N]",
+     "Raw samples of matching series at full resolution.", RunSeries},
+    {"ports", "ports", "The RDMA port inventory.", RunPorts},
+    {"top", "top [--interval=DUR] [--iterations=N]",
+     "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits).", RunTop},
+};
+
+void PrintHelp(FILE* out) {
+  std::fputs(
+      "fabricscope - client of the fabricscoped daemon\n\n"
+      "Usage: fabricscope [--server=HOST:PORT] [--output=human|json] SUBCOMMAND [args...]\n\n"
+      "Global flags:\n"
+      "  --server=HOST:PORT   daemon gRPC address (default 127.0.0.1:9479)\n"
+      "  --output=FORMAT      human (default) or json\n\n"
+      "Subcommands:\n",
+      out);
+  for (const Subcommand& s : kSubcommands) {
+    std::fprintf(out, "  %s\n      %s\n", s.usage, s.help);
+  }
+}
+
+}  // namespace
+}  // namespace fabricscope::cli
+
+int main(int argc, char** argv) {
+  using namespace fabricscope::cli;
+  CliContext ctx;
+  std::string command;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    absl::string_view v = a;
+    auto take_value = [&](absl::string_view flag, std::string* out) -> bool {
+      v = a;
+      if (absl::ConsumePrefix(&v, absl::StrCat(flag, "="))) {
+        *out = std::string(v);
+        return true;
+      }
+      if (a == flag && i + 1 < argc) {
+        *out = argv[++i];
+        return true;
+      }
+      return false;
+    };
+    if (a == "--help" || a == "-h" || a == "help") {
+      PrintHelp(stdout);
+      return 0;
+    }
+    if (a == "--version") {
+      std::printf("fabricscope %s (revision %s)\n", fabricscope::kVersion, fabricscope::kRevision);
+      return 0;
+    }
+    if (take_value("--server", &ctx.server) || take_value("--output", &ctx.output)) continue;
+    if (command.empty() && !absl::StartsWith(a, "-")) {
+      command = std::string(a);
+    } else {
+      args.emplace_back(a);
+    }
+  }
+  if (ctx.output != "human" && ctx.output != "json") {
+    std::fputs("fabricscope: --output must be human or json\n", stderr);
+    return 2;
+  }
+  if (command.empty()) {
+    PrintHelp(stderr);
+    return 2;
+  }
+  for (const Subcommand& s : kSubcommands) {
+    if (command == s.name) return s.run(ctx, args);
+  }
+  std::fprintf(stderr, "fabricscope: unknown subcommand \"%s\" (see --help)\n", command.c_str());
+  return 2;
+}
