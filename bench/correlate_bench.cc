@@ -1,0 +1,124 @@
+// Correlation latency: one span against 64 series (DESIGN.md section 5;
+// target p99 < 1 ms). Reported in bench/README.md.
+//
+// The store holds 64 series of one host (2 ports) over 60 s, as the default
+// tiers write them: 40 hot-tier series at 10 ms (2 x 12 hw_counters, 2 x 8
+// netdev stats) and 24 ethtool pause-time series at 100 ms (eth0: 8
+// priorities x rx/tx, eth1: 4 x rx/tx), with a PFC pause burst in the middle. Each iteration
+// correlates one span (random start in the last 40 s, duration given by the benchmark argument in
+// ms) with the default options (10 s baseline), i.e. reads ~1000 samples per hot series.
+// p50/p99/max of the individual calls are reported as counters (microseconds).
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "daemon/correlate/correlator.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT = 1'700'000'000 * kSec;
+
+struct Fixture {
+  Store store;
+  Fixture() {
+    const char* devices[] = {"mlx5_0", "mlx5_1"};
+    const char* netdevs[] = {"eth0", "eth1"};
+    const char* hot[] = {"np_ecn_marked_roce_packets",
+                         "np_cnp_sent",
+                         "rp_cnp_handled",
+                         "rp_cnp_ignored",
+                         "out_of_buffer",
+                         "out_of_sequence",
+                         "packet_seq_err",
+                         "local_ack_timeout_err",
+                         "roce_adp_retrans",
+                         "roce_adp_retrans_to",
+                         "implied_nak_seq_err",
+                         "rnr_nak_retry_err"};
+    const char* nd[] = {"rx_bytes",   "tx_bytes",   "rx_packets", "tx_packets",
+                        "rx_dropped", "tx_dropped", "rx_errors",  "tx_errors"};
+    std::vector<SeriesId> hot_ids, pause_ids;
+    for (int d = 0; d < 2; ++d) {
+      store.UpsertPort({devices[d], 1, netdevs[d], "Ethernet", "ACTIVE", "100 Gb/sec", true});
+      for (const char* n : hot) {  // 2 x 12 hw_counters
+        SeriesKey k{"hw_counters", n, devices[d], 1, ""};
+        hot_ids.push_back(store.Register(k, *MapCounter(k)));
+      }
+      for (const char* n : nd) {  // 2 x 8 netdev stats
+        SeriesKey k{"netdev", n, "", 0, netdevs[d]};
+        hot_ids.push_back(store.Register(k, *MapCounter(k)));
+      }
+      // Pause time: eth0 has PFC on all 8 priorities, eth1 on 0-3 (x rx/tx) = 24.
+      for (int p = 0; p < (d == 0 ? 8 : 4); ++p) {
+        for (const char* dir : {"rx", "tx"}) {
+          SeriesKey k{"ethtool", absl::StrCat(dir, "_prio", p, "_pause_duration"), "", 0,
+                      netdevs[d]};
+          pause_ids.push_back(store.Register(k, *MapCounter(k)));
+        }
+      }
+    }
+    series = hot_ids.size() + pause_ids.size();
+    std::mt19937_64 rng(1);
+    std::vector<uint64_t> hv(hot_ids.size(), 0), pv(pause_ids.size(), 0);
+    for (int64_t ts = kT; ts <= kT + 60 * kSec; ts += 10 * kMs) {
+      for (size_t i = 0; i < hot_ids.size(); ++i) {
+        hv[i] += rng() % 1000;
+        store.Append(hot_ids[i], ts, hv[i]);
+      }
+      if ((ts - kT) % (100 * kMs) == 0) {
+        const bool burst = ts > kT + 30 * kSec && ts <= kT + 30500 * kMs;
+        for (size_t i = 0; i < pause_ids.size(); ++i) {
+          pv[i] += (burst && i == 6) ? 100'000 : 0;
+          store.Append(pause_ids[i], ts, pv[i]);
+        }
+      }
+    }
+  }
+  size_t series = 0;
+};
+
+Fixture& Shared() {
+  static auto* f = new Fixture();
+  return *f;
+}
+
+void BM_CorrelateOneSpan64Series(benchmark::State& state) {
+  Fixture& f = Shared();
+  Correlator c(&f.store, {}, {});
+  const int64_t dur = state.range(0) * kMs;
+  std::mt19937_64 rng(7);
+  std::vector<double> us;
+  size_t series = 0;
+  for (auto _ : state) {
+    Span s;
+    s.name = "decode_step";
+    s.start_unix_nano = kT + 15 * kSec + static_cast<int64_t>(rng() % (40 * kSec));
+    s.end_unix_nano = s.start_unix_nano + dur;
+    const auto t0 = std::chrono::steady_clock::now();
+    SpanCorrelation r = c.Correlate(s);
+    const auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(r);
+    series = r.series.size();
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  std::sort(us.begin(), us.end());
+  if (!us.empty()) {
+    state.counters["p50_us"] = us[us.size() / 2];
+    state.counters["p99_us"] = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+    state.counters["max_us"] = us.back();
+  }
+  state.counters["series"] = static_cast<double>(series);
+}
+BENCHMARK(BM_CorrelateOneSpan64Series)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace fabricscope
+
+BENCHMARK_MAIN();

@@ -1,0 +1,332 @@
+#include "daemon/correlate/correlator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "daemon/config.h"
+#include "daemon/store/counter_semantics.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+
+// ---------------------------------------------------------------------------
+// Options.
+
+std::array<double, kNumSignalClasses> CorrelationOptions::DefaultFloors() {
+  std::array<double, kNumSignalClasses> f{};
+  auto set = [&f](SignalClass c, double v) { f[static_cast<int>(c)] = v; };
+  // The pause class is judged by the pause fraction; its floor only matters
+  // as a guard (seconds of pause per second).
+  set(SignalClass::kPause, 0.001);
+  set(SignalClass::kPauseFrames, 100);   // PFC frames/s: a storm sends thousands
+  set(SignalClass::kPauseStorm, 0.001);  // any NIC pause-storm event
+  set(SignalClass::kEcn, 1000);          // CE-marked packets/s: DCQCN marks routinely
+  set(SignalClass::kCnp, 1000);          // CNPs/s
+  set(SignalClass::kDiscards, 1);        // packets/s
+  set(SignalClass::kDrops, 1);           // packets/s
+  set(SignalClass::kRetransmits, 1);     // events/s
+  set(SignalClass::kPortErrors, 1);      // events/s
+  set(SignalClass::kXmitWait, 100000);   // credit-wait ticks/s
+  set(SignalClass::kFec, 0.001);         // any uncorrectable block
+  set(SignalClass::kContext, 1);
+  set(SignalClass::kIgnored, 1);
+  return f;
+}
+
+absl::Status ParseFloors(absl::string_view text, std::array<double, kNumSignalClasses>* floors) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    auto cls = ParseSignalClass(absl::StripAsciiWhitespace(kv.first));
+    if (!cls.has_value() || !IsCongestionClass(*cls)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown signal class \"", kv.first,
+                       "\" (expected pause, pause_frames, pause_storm, ecn, cnp, discards, drops, "
+                       "retransmits, port_errors, xmit_wait, fec)"));
+    }
+    double v;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(kv.second), &v) || !(v > 0) ||
+        !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("floor of \"", kv.first, "\" must be a number > 0 (events per second)"));
+    }
+    (*floors)[static_cast<int>(*cls)] = v;
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatFloors(const std::array<double, kNumSignalClasses>& floors) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < kNumSignalClasses; ++i) {
+    auto c = static_cast<SignalClass>(i);
+    if (!IsCongestionClass(c)) continue;
+    parts.push_back(absl::StrCat(SignalClassName(c), "=", floors[i]));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+StallPolicy::StallPolicy(std::vector<std::pair<std::string, absl::Duration>> thresholds) {
+  for (auto& [name, d] : thresholds) threshold_ns_[name] = absl::ToInt64Nanoseconds(d);
+}
+
+bool StallPolicy::IsStall(const Span& span) const {
+  if (span.stall_flag) return true;
+  auto it = threshold_ns_.find(span.name);
+  if (it == threshold_ns_.end()) return false;
+  return span.end_unix_nano - span.start_unix_nano >= it->second;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, absl::Duration>>> StallPolicy::Parse(
+    absl::string_view text) {
+  std::vector<std::pair<std::string, absl::Duration>> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    size_t eq = part.rfind('=');
+    if (eq == absl::string_view::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expected NAME=DURATION pairs such as decode_step=200ms, got \"", part, "\""));
+    }
+    absl::string_view name = absl::StripAsciiWhitespace(part.substr(0, eq));
+    auto d = ParsePositiveDuration(part.substr(eq + 1));
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("threshold of \"", name, "\": ", d.status().message()));
+    }
+    out.emplace_back(std::string(name), *d);
+  }
+  return out;
+}
+
+std::string StallPolicy::Format(
+    const std::vector<std::pair<std::string, absl::Duration>>& thresholds) {
+  return absl::StrJoin(thresholds, ",", [](std::string* out, const auto& p) {
+    absl::StrAppend(out, p.first, "=", absl::FormatDuration(p.second));
+  });
+}
+
+absl::string_view VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kUnknown:
+      return "unknown";
+    case Verdict::kClean:
+      return "clean";
+    case Verdict::kFabric:
+      return "fabric";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------
+// Window arithmetic.
+
+WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
+                               absl::Span<const Sample> samples, int64_t t0, int64_t t1,
+                               int64_t baseline_ns, int64_t max_gap_ns) {
+  WindowStats w;
+  if (t1 <= t0) t1 = t0 + 1;
+  const int64_t b0 = t0 - std::max<int64_t>(baseline_ns, 0);
+  double window_delta = 0, baseline_delta = 0;
+  int64_t covered = 0, baseline_covered = 0;
+  if (!samples.empty()) {
+    CounterTracker tracker(semantics);
+    tracker.Update(samples[0].value);
+    for (size_t i = 1; i < samples.size(); ++i) {
+      const int64_t a = samples[i - 1].ts_ns;
+      const int64_t b = samples[i].ts_ns;
+      const CounterUpdate u = tracker.Update(samples[i].value);
+      const int64_t len = b - a;
+      if (len <= 0) continue;  // duplicate or out-of-order timestamp (realtime step)
+      if (b <= b0) continue;
+      if (a >= t1) break;
+      const int64_t ov = std::max<int64_t>(0, std::min(b, t1) - std::max(a, t0));
+      const int64_t ovb = std::max<int64_t>(0, std::min(b, t0) - std::max(a, b0));
+      const bool valid = u.rate_valid && len <= max_gap_ns;
+      if (!valid) {
+        if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
+          ++w.resets;
+        }
+        continue;
+      }
+      const double d = static_cast<double>(u.delta) * scale;
+      const double inv_len = 1.0 / static_cast<double>(len);
+      if (ov > 0) {
+        window_delta += d * static_cast<double>(ov) * inv_len;
+        covered += ov;
+        w.peak_rate = std::max(w.peak_rate, d * inv_len * 1e9);
+      }
+      if (ovb > 0) {
+        baseline_delta += d * static_cast<double>(ovb) * inv_len;
+        baseline_covered += ovb;
+      }
+    }
+  }
+  w.delta = window_delta;
+  w.coverage = static_cast<double>(covered) / static_cast<double>(t1 - t0);
+  if (covered > 0) w.rate = window_delta / (static_cast<double>(covered) * 1e-9);
+  if (t0 > b0) {
+    w.baseline_coverage = static_cast<double>(baseline_covered) / static_cast<double>(t0 - b0);
+  }
+  if (baseline_covered > 0) {
+    w.baseline_rate = baseline_delta / (static_cast<double>(baseline_covered) * 1e-9);
+  }
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// Scope.
+
+SpanScope::SpanScope(const Span& span, const std::vector<PortInfo>& ports) {
+  const bool hinted = !span.rdma_device.empty() || !span.netdev.empty();
+  if (!hinted) {
+    if (ports.empty()) {
+      all_ = true;
+      return;
+    }
+    for (const PortInfo& p : ports) {
+      ports_.emplace_back(p.device, p.port);
+      if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
+    }
+    return;
+  }
+  if (!span.rdma_device.empty()) {
+    ports_.emplace_back(span.rdma_device, span.rdma_port);
+    for (const PortInfo& p : ports) {
+      if (p.device == span.rdma_device && (span.rdma_port == 0 || p.port == span.rdma_port) &&
+          !p.netdev.empty()) {
+        netdevs_.push_back(p.netdev);
+      }
+    }
+  }
+  if (!span.netdev.empty()) {
+    netdevs_.push_back(span.netdev);
+    for (const PortInfo& p : ports) {
+      if (p.netdev == span.netdev) ports_.emplace_back(p.device, p.port);
+    }
+  }
+}
+
+bool SpanScope::Contains(const SeriesKey& key) const {
+  if (all_) return true;
+  if (!key.device.empty()) {
+    for (const auto& [device, port] : ports_) {
+      if (device == key.device && (port == 0 || key.port == 0 || port == key.port)) return true;
+    }
+  }
+  if (!key.netdev.empty()) {
+    for (const std::string& n : netdevs_) {
+      if (n == key.netdev) return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// The correlator.
+
+absl::Span<const SeriesCorrelation> SpanCorrelation::Anomalous() const {
+  size_t n = 0;
+  while (n < series.size() && series[n].anomalous) ++n;
+  return absl::MakeConstSpan(series.data(), n);
+}
+
+Correlator::Correlator(const Store* store, CorrelationOptions options, StallPolicy stalls)
+    : store_(store), options_(std::move(options)), stalls_(std::move(stalls)) {}
+
+SpanCorrelation Correlator::Correlate(const Span& span) const {
+  SpanCorrelation out;
+  out.start_unix_nano = span.start_unix_nano;
+  out.end_unix_nano = span.end_unix_nano;
+  out.stall = stalls_.IsStall(span);
+
+  const int64_t t0 = span.start_unix_nano;
+  const int64_t t1 = std::max(span.end_unix_nano, span.start_unix_nano);
+  const int64_t baseline_ns = absl::ToInt64Nanoseconds(options_.baseline_window);
+  const int64_t gap_ns = absl::ToInt64Nanoseconds(options_.max_sample_gap);
+
+  const SpanScope scope(span, store_->Ports());
+  const std::vector<SeriesSnapshot> all = store_->Snapshot();
+  size_t uncovered_empty = 0;  // congestion series with no sample reaching the window
+  for (const SeriesSnapshot& snap : all) {
+    if (snap.key == nullptr || snap.signal == nullptr) continue;
+    const SignalClass cls = ClassifySignal(*snap.signal);
+    if (cls == SignalClass::kIgnored) continue;
+    if (!scope.Contains(*snap.key)) continue;
+    // Samples from the last one before the baseline to the first one after
+    // the window: reading one max gap beyond both ends finds them.
+    const std::vector<Sample> samples =
+        store_->ReadRange(snap.id, t0 - baseline_ns - gap_ns, t1 + gap_ns);
+    SeriesCorrelation sc;
+    sc.id = snap.id;
+    sc.signal = snap.signal->name;
+    sc.signal_class = cls;
+    sc.source = snap.key->source;
+    sc.raw_name = snap.key->name;
+    sc.device = snap.key->device;
+    sc.port = snap.key->port;
+    sc.netdev = snap.key->netdev;
+    sc.priority = std::string(snap.signal->Label("priority"));
+    sc.direction = std::string(snap.signal->Label("direction"));
+    sc.counter = std::string(snap.signal->Label("counter"));
+    if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
+    sc.stats = ComputeWindowStats(snap.signal->semantics, snap.signal->scale, samples, t0, t1,
+                                  baseline_ns, gap_ns);
+    if (IsCongestionClass(cls)) {
+      ++out.congestion_series;
+      if (sc.stats.coverage >= options_.min_coverage) ++out.covered_series;
+      if (samples.empty()) ++uncovered_empty;
+      const double floor = options_.floors[static_cast<int>(cls)];
+      if (cls == SignalClass::kPause) {
+        sc.pause_fraction = sc.stats.rate;  // pause seconds per covered second
+        sc.score = sc.pause_fraction / options_.pause_fraction_threshold;
+        sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0 && sc.stats.rate >= floor;
+      } else {
+        const double threshold = std::max(floor, options_.rate_factor * sc.stats.baseline_rate);
+        sc.score = sc.stats.rate / threshold;
+        sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0;
+      }
+    }
+    out.series.push_back(std::move(sc));
+  }
+
+  std::stable_sort(out.series.begin(), out.series.end(),
+                   [](const SeriesCorrelation& a, const SeriesCorrelation& b) {
+                     if (a.anomalous != b.anomalous) return a.anomalous;
+                     const bool ca = IsCongestionClass(a.signal_class);
+                     const bool cb = IsCongestionClass(b.signal_class);
+                     if (ca != cb) return ca;
+                     return a.score > b.score;
+                   });
+
+  const size_t anomalous = out.Anomalous().size();
+  if (anomalous > 0) {
+    out.verdict = Verdict::kFabric;
+    const SeriesCorrelation& top = out.series.front();
+    out.reason = absl::StrCat(anomalous, " congestion signal(s) anomalous; top: ", top.signal,
+                              top.device.empty() ? "" : absl::StrCat(" ", top.device),
+                              top.port == 0 ? "" : absl::StrCat("/", top.port),
+                              top.netdev.empty() ? "" : absl::StrCat(" ", top.netdev),
+                              top.priority.empty() ? "" : absl::StrCat(" prio ", top.priority));
+  } else if (out.congestion_series == 0) {
+    out.verdict = Verdict::kUnknown;
+    out.reason = "no congestion series in scope";
+  } else if (out.covered_series < out.congestion_series) {
+    out.verdict = Verdict::kUnknown;
+    out.reason = absl::StrCat(
+        out.congestion_series - out.covered_series, " of ", out.congestion_series,
+        " congestion series do not cover the window",
+        uncovered_empty == out.congestion_series ? " (outside retention or not polled yet)" : "");
+  } else {
+    out.verdict = Verdict::kClean;
+    out.reason = absl::StrCat(out.congestion_series, " congestion series covered, none anomalous");
+  }
+  return out;
+}
+
+}  // namespace fabricscope

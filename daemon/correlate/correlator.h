@@ -1,0 +1,201 @@
+// The correlator: was it the fabric, and where? (DESIGN.md section 5)
+//
+// For one span [t0, t1] and every counter series in its scope, the correlator
+// reads the raw samples of the store around the span and computes
+//
+//   delta           counter movement inside [t0, t1], in the family's unit
+//   rate            delta / covered seconds of the window
+//   baseline_rate   the same over [t0 - baseline_window, t0]
+//   peak_rate       highest per-poll-interval rate of an interval that
+//                   overlaps the window
+//   pause_fraction  for pause-duration series (fabricscope_pfc_pause_seconds):
+//                   pause seconds / covered span seconds
+//   coverage        fraction of the window covered by valid intervals
+//
+// How samples map to a window. Between two consecutive samples a, b the
+// counter moved by d (counter semantics of counter_semantics.h: wraps are
+// unwrapped; an interval that contains a reset or a saturated reading has no
+// delta and is "not covered"; an interval longer than max_sample_gap is a gap,
+// also not covered). The part of d attributed to the window is proportional
+// to the overlap of [a, b] with the window. So a span shorter than one poll
+// interval gets the rate of the interval(s) around it, and its pause fraction
+// is the fraction of that interval spent paused: the best the samples can say.
+//
+// Judgement, per series (thresholds in CorrelationOptions, all config):
+//  - pause class: anomalous when pause_fraction >= pause_fraction_threshold;
+//    score = pause_fraction / threshold. An absolute rule: a port that was
+//    paused for a large part of the span stalled it whatever the baseline.
+//  - other congestion classes: anomalous when delta > 0 and
+//    rate >= floor[class] and rate >= rate_factor x baseline_rate;
+//    score = rate / max(floor[class], rate_factor x baseline_rate).
+//  - context (bytes, packets, other counters): reported with score 0, never
+//    anomalous. Gauges are not correlated at all.
+// A series is anomalous exactly when its score >= 1.
+//
+// Verdict of the span:
+//  - fabric:  at least one congestion series is anomalous (the ranked list of
+//             anomalous series says which, where and how much);
+//  - clean:   no anomaly, and every congestion series in scope covers at least
+//             min_coverage of the window;
+//  - unknown: no congestion series in scope, or some are not covered (the
+//             window is outside retention, not polled yet, or across a gap).
+//
+// Scope: the span's hints (rdma.device, rdma.port, network.interface.name)
+// resolved through the store's port inventory (a device/port hint also covers
+// the port's netdev, a netdev hint also covers the RDMA port on it); without
+// hints, every port in the inventory (every series when the inventory is
+// empty).
+//
+// Thread-safety: Correlate() is const and thread-safe (it only reads the
+// store). The store must outlive the correlator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/correlate/signal_class.h"
+#include "daemon/spans/span.h"
+#include "daemon/store/series.h"
+
+namespace fabricscope {
+
+class Store;
+struct PortInfo;
+
+struct CorrelationOptions {
+  // --baseline-window: the baseline is [t0 - baseline_window, t0].
+  absl::Duration baseline_window = absl::Seconds(10);
+  // --correlate-rate-factor: a rate is anomalous at >= factor x baseline.
+  double rate_factor = 3.0;
+  // --correlate-pause-fraction: a pause fraction at or above this is anomalous.
+  double pause_fraction_threshold = 0.05;
+  // --correlate-floors: per-class absolute floors in events (family unit) per
+  // second; a rate below its floor is never anomalous. Indexed by SignalClass.
+  std::array<double, kNumSignalClasses> floors = DefaultFloors();
+  // --correlate-min-coverage: a span is clean only when every congestion
+  // series covers at least this fraction of the window.
+  double min_coverage = 0.9;
+  // An interval between two samples longer than this is a gap (the daemon sets
+  // it to twice the slowest counter tier plus one second).
+  absl::Duration max_sample_gap = absl::Seconds(3);
+
+  static std::array<double, kNumSignalClasses> DefaultFloors();
+};
+
+// Parses "ecn=1000,cnp=500" (class=events per second, > 0) over `floors`.
+absl::Status ParseFloors(absl::string_view text, std::array<double, kNumSignalClasses>* floors);
+// Renders floors as "class=value,..." (the --help default).
+std::string FormatFloors(const std::array<double, kNumSignalClasses>& floors);
+
+// When a span counts as a stall: its fabricscope.stall flag, or its duration
+// at or above the threshold configured for its name (--stall-thresholds
+// "decode_step=200ms,kv_transfer=1s"; exact span names).
+class StallPolicy {
+ public:
+  StallPolicy() = default;
+  explicit StallPolicy(std::vector<std::pair<std::string, absl::Duration>> thresholds);
+  bool IsStall(const Span& span) const;
+  // Parses "name=DURATION,..." (a name may not contain ',' or '=').
+  static absl::StatusOr<std::vector<std::pair<std::string, absl::Duration>>> Parse(
+      absl::string_view text);
+  static std::string Format(const std::vector<std::pair<std::string, absl::Duration>>& thresholds);
+
+ private:
+  absl::flat_hash_map<std::string, int64_t> threshold_ns_;
+};
+
+enum class Verdict : uint8_t { kUnknown = 0, kClean = 1, kFabric = 2 };
+absl::string_view VerdictName(Verdict v);
+
+// The numbers for one series and one window (pure function of the samples).
+struct WindowStats {
+  double delta = 0;              // family unit, attributed to [t0, t1]
+  double rate = 0;               // delta / covered seconds (0 when nothing covered)
+  double baseline_rate = 0;      // over the covered part of the baseline window
+  double peak_rate = 0;          // highest rate of an interval overlapping [t0, t1]
+  double coverage = 0;           // covered fraction of [t0, t1], 0..1
+  double baseline_coverage = 0;  // covered fraction of the baseline window
+  uint64_t resets = 0;           // resets/saturations in intervals overlapping [t0, t1]
+};
+
+// Computes WindowStats from `samples` (oldest first; should include the last
+// sample at or before t0 - baseline and the first at or after t1). `scale`
+// converts raw units to the family unit. A zero-length window is treated as
+// 1 ns long.
+WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
+                               absl::Span<const Sample> samples, int64_t t0_ns, int64_t t1_ns,
+                               int64_t baseline_ns, int64_t max_gap_ns);
+
+// One series' part in a span's correlation.
+struct SeriesCorrelation {
+  SeriesId id = kInvalidSeries;
+  std::string signal;  // Signal::name, e.g. "pfc_pause_seconds", "rdma_errors"
+  SignalClass signal_class = SignalClass::kContext;
+  std::string source;  // raw source and counter name (SeriesKey)
+  std::string raw_name;
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string priority;  // label values where the family has them, else ""
+  std::string direction;
+  std::string counter;  // `counter`/`reason` label (rdma_errors, discards, ...)
+  WindowStats stats;
+  double pause_fraction = 0;  // pause class only
+  double score = 0;
+  bool anomalous = false;
+};
+
+struct SpanCorrelation {
+  int64_t start_unix_nano = 0;
+  int64_t end_unix_nano = 0;
+  bool stall = false;
+  Verdict verdict = Verdict::kUnknown;
+  // Why the verdict is unknown (or a summary for fabric/clean), for humans.
+  std::string reason;
+  // Series in scope: congestion series first ranked by score (descending),
+  // then context series. The anomalous ones are the prefix with anomalous=true.
+  std::vector<SeriesCorrelation> series;
+  size_t congestion_series = 0;  // congestion series in scope
+  size_t covered_series = 0;     // of those, covering >= min_coverage
+
+  // The anomalous series (a prefix of `series`).
+  absl::Span<const SeriesCorrelation> Anomalous() const;
+};
+
+class Correlator {
+ public:
+  Correlator(const Store* store, CorrelationOptions options, StallPolicy stalls);
+
+  SpanCorrelation Correlate(const Span& span) const;
+
+  const CorrelationOptions& options() const { return options_; }
+  const StallPolicy& stall_policy() const { return stalls_; }
+
+ private:
+  const Store* const store_;
+  const CorrelationOptions options_;
+  const StallPolicy stalls_;
+};
+
+// Scope matching, exposed for tests: whether a series at `key` belongs to the
+// span's scope given the port inventory.
+class SpanScope {
+ public:
+  SpanScope(const Span& span, const std::vector<PortInfo>& ports);
+  bool Contains(const SeriesKey& key) const;
+
+ private:
+  bool all_ = false;
+  std::vector<std::pair<std::string, uint32_t>> ports_;  // port 0: every port of the device
+  std::vector<std::string> netdevs_;
+};
+
+}  // namespace fabricscope

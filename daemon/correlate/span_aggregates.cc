@@ -1,0 +1,81 @@
+#include "daemon/correlate/span_aggregates.h"
+
+#include <set>
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kSpans = DefineMetric(
+    {.name = "fabricscope_spans_total",
+     .type = MetricType::kCounter,
+     .help = "Correlated spans by span name and verdict (fabric, clean, unknown). Names beyond "
+             "--max-span-names are counted as name=\"other\".",
+     .labels = {"name", "verdict"},
+     .component = "correlate"});
+const MetricSpec& kStalls = DefineMetric(
+    {.name = "fabricscope_stalls_total",
+     .type = MetricType::kCounter,
+     .help = "Stalled spans (fabricscope.stall=true or over the --stall-thresholds duration of "
+             "their name) by span name and verdict.",
+     .labels = {"name", "verdict"},
+     .component = "correlate"});
+const MetricSpec& kStallDuration =
+    DefineMetric({.name = "fabricscope_stall_duration_seconds",
+                  .type = MetricType::kHistogram,
+                  .help = "Duration of stalled spans by span name and verdict.",
+                  .labels = {"name", "verdict"},
+                  .component = "correlate"});
+const MetricSpec& kStallSignals = DefineMetric(
+    {.name = "fabricscope_stall_signals_total",
+     .type = MetricType::kCounter,
+     .help = "Stalls with verdict fabric attributed to each anomalous congestion signal (a stall "
+             "counts once per distinct signal).",
+     .labels = {"name", "signal"},
+     .component = "correlate"});
+
+const prometheus::Histogram::BucketBoundaries& StallBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  return *b;
+}
+
+}  // namespace
+
+SpanAggregates::SpanAggregates(MetricsRegistry* metrics, size_t max_names)
+    : metrics_(metrics), max_names_(max_names) {
+  // Declare the families so they appear (empty) before the first span.
+  metrics_->Counter(kSpans);
+  metrics_->Counter(kStalls);
+  metrics_->Histogram(kStallDuration);
+  metrics_->Counter(kStallSignals);
+}
+
+std::string SpanAggregates::NameLabel(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (names_.contains(name)) return name;
+  if (names_.size() < max_names_) {
+    names_.insert(name);
+    return name;
+  }
+  return "other";
+}
+
+void SpanAggregates::Record(const Span& span, const SpanCorrelation& c) {
+  const std::string name = NameLabel(span.name);
+  const std::string verdict(VerdictName(c.verdict));
+  metrics_->Counter(kSpans).Add({{"name", name}, {"verdict", verdict}}).Increment();
+  if (!c.stall) return;
+  metrics_->Counter(kStalls).Add({{"name", name}, {"verdict", verdict}}).Increment();
+  const double seconds =
+      static_cast<double>(std::max<int64_t>(0, span.end_unix_nano - span.start_unix_nano)) * 1e-9;
+  metrics_->Histogram(kStallDuration)
+      .Add({{"name", name}, {"verdict", verdict}}, StallBuckets())
+      .Observe(seconds);
+  std::set<std::string> signals;
+  for (const SeriesCorrelation& s : c.Anomalous()) signals.insert(s.signal);
+  for (const std::string& signal : signals) {
+    metrics_->Counter(kStallSignals).Add({{"name", name}, {"signal", signal}}).Increment();
+  }
+}
+
+}  // namespace fabricscope

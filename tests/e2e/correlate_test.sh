@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Span correlation end to end with the real daemon and CLI: a fake sysfs tree
+# with two RoCE ports (mlx5_0/1 on fsroce0, mlx5_1/1 on fsroce1, PFC on
+# priority 3) and their `ethtool -S` files in --ethtool-dir. The test records
+# decode-step spans; during some of them it injects a PFC pause burst
+# (rx_prio3_pause_duration grows by ~80% of wall time on fsroce1), during
+# others nothing. It pushes the spans with `fabricscope push` and checks that
+# `fabricscope correlate --output json` says fabric for exactly the burst
+# spans, naming fsroce1 and priority 3, and clean for the rest; that a span
+# hinted to the quiet port during a burst is clean; then the span aggregates
+# on /metrics, and the ports, series and top subcommands.
+source "$(dirname "$0")/lib.sh"
+
+CLI="$BIN/fabricscope"
+[ -x "$CLI" ] || fail "no CLI at $CLI"
+command -v jq >/dev/null || fail "jq is required"
+
+SYS="$WORK/sys"
+DIR="$WORK/ethtool"
+mkdir -p "$DIR"
+for i in 0 1; do
+  PORT="$SYS/class/infiniband/mlx5_$i/ports/1"
+  mkdir -p "$PORT/gid_attrs/ndevs" "$PORT/hw_counters" "$PORT/counters"
+  echo Ethernet >"$PORT/link_layer"
+  echo "4: ACTIVE" >"$PORT/state"
+  echo "100 Gb/sec (4X EDR)" >"$PORT/rate"
+  echo "fsroce$i" >"$PORT/gid_attrs/ndevs/0"
+  for c in np_ecn_marked_roce_packets np_cnp_sent rp_cnp_handled out_of_sequence \
+    packet_seq_err local_ack_timeout_err; do
+    echo 0 >"$PORT/hw_counters/$c"
+  done
+done
+
+# Pause time (microseconds) per netdev, rewritten atomically like a real
+# `ethtool -S` snapshot.
+declare -A PAUSE_US=([fsroce0]=1000 [fsroce1]=1000)
+put() {
+  local n=$1
+  printf 'NIC statistics:\n     rx_prio3_pause: %d\n     rx_prio3_pause_duration: %d\n     tx_prio3_pause: 0\n     tx_prio3_pause_duration: 0\n     rx_discards_phy: 0\n' \
+    "$((PAUSE_US[$n] / 100))" "${PAUSE_US[$n]}" >"$DIR/.$n.tmp"
+  mv "$DIR/.$n.tmp" "$DIR/$n"
+}
+put fsroce0
+put fsroce1
+
+now_ns() { date +%s%N; }
+
+start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool \
+  --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
+  --stall-thresholds=decode_step=300ms --max-span-names=10
+GRPC_ADDR=""
+for _ in $(seq 1 50); do
+  GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+  [ -n "$GRPC_ADDR" ] && break
+  sleep 0.1
+done
+[ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+
+# Wait until both pause series are polled.
+for _ in $(seq 1 100); do
+  scrape >"$WORK/m" 2>/dev/null || true
+  [ "$(grep -c '^fabricscope_pfc_pause_seconds_total{netdev="fsroce[01]",priority="3",direction="rx"}' "$WORK/m")" = 2 ] && break
+  sleep 0.1
+done
+grep -q 'fabricscope_pfc_pause_seconds_total{netdev="fsroce1",priority="3",direction="rx"}' "$WORK/m" ||
+  fail "pause series not exported"
+sleep 2.5 # a baseline window of samples
+
+SPANS="$WORK/spans.jsonl"
+: >"$SPANS"
+N=0
+# span NAME START END [ATTRS_JSON]: appends one span line (ids from a counter).
+span() {
+  N=$((N + 1))
+  printf '{"trace_id":"%032x","span_id":"%016x","name":"%s","kind":"decode_step","start_unix_nano":%s,"end_unix_nano":%s,"attributes":%s}\n' \
+    "$((0x5eed0000 + N))" "$N" "$1" "$2" "$3" "${4:-{\}}" >>"$SPANS"
+}
+# burst NETDEV SECONDS: paused ~80% of the time for SECONDS (20 ms steps).
+burst() {
+  local steps=$(($2 * 1000 / 20))
+  for _ in $(seq 1 "$steps"); do
+    PAUSE_US[$1]=$((PAUSE_US[$1] + 16000))
+    put "$1"
+    sleep 0.02
+  done
+}
+quiet() { sleep "$1"; }
+
+# 1: quiet.  2: burst on fsroce1.  3: quiet.  4: burst, hinted to mlx5_0 (the
+# quiet port) -> clean.  5: burst on fsroce1, a kv_transfer.  6: quiet.
+t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); burst fsroce1 1; t1=$(now_ns)
+span decode_step "$t0" "$t1" '{"rdma.device":"mlx5_0","rdma.port":"1"}'; sleep 0.6
+t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); span kv_transfer "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"
+sleep 0.5
+
+"$CLI" push --server="$GRPC_ADDR" <"$SPANS" >"$WORK/push.out" 2>&1 || {
+  cat "$WORK/push.out" >&2
+  fail "fabricscope push failed"
+}
+
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --output=json >"$WORK/corr.json" ||
+  fail "fabricscope correlate failed"
+jq -e 'length == 6' "$WORK/corr.json" >/dev/null || fail "want 6 spans: $(cat "$WORK/corr.json")"
+verdicts=$(jq -r '[.[] | .verdict] | join(",")' "$WORK/corr.json")
+[ "$verdicts" = "clean,fabric,clean,clean,fabric,clean" ] ||
+  fail "verdicts: $verdicts (want clean,fabric,clean,clean,fabric,clean)"$'\n'"$(cat "$WORK/corr.json")"
+# The fabric spans name the port and the priority, with the pause fraction
+# (pause frames on the same priority are anomalous too; every signal is on fsroce1).
+jq -e '[.[] | select(.verdict == "fabric") | .signals
+        | map(select(.signal == "pfc_pause_seconds" and .netdev == "fsroce1" and .priority == "3"
+                     and .direction == "rx" and .pause_fraction > 0.3 and .score >= 1))
+        | length] == [1, 1]' \
+  "$WORK/corr.json" >/dev/null || fail "fabric spans do not name fsroce1 prio 3: $(cat "$WORK/corr.json")"
+jq -e '[.[] | select(.verdict == "clean") | .signals | length] | all(. == 0)' "$WORK/corr.json" \
+  >/dev/null || fail "clean spans list anomalous signals"
+# Stall: decode steps over 300 ms.
+jq -e '[.[] | select(.name == "decode_step") | .stall] | all' "$WORK/corr.json" >/dev/null ||
+  fail "decode steps over 300ms are stalls"
+
+# By trace id and by span id.
+TRACE=$(jq -r '.[1].trace_id' "$WORK/corr.json")
+"$CLI" correlate --server="$GRPC_ADDR" --trace-id="$TRACE" --output=json >"$WORK/one.json"
+jq -e 'length == 1 and .[0].verdict == "fabric"' "$WORK/one.json" >/dev/null ||
+  fail "correlate --trace-id: $(cat "$WORK/one.json")"
+SPANID=$(jq -r '.[0].span_id' "$WORK/corr.json")
+"$CLI" correlate --server="$GRPC_ADDR" --span-id="$SPANID" --output=json >"$WORK/one.json"
+jq -e 'length == 1 and .[0].verdict == "clean"' "$WORK/one.json" >/dev/null ||
+  fail "correlate --span-id: $(cat "$WORK/one.json")"
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=kv_transfer --output=json >"$WORK/one.json"
+jq -e 'length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/dev/null ||
+  fail "correlate --name: $(cat "$WORK/one.json")"
+# Human output names the signal and where.
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m >"$WORK/corr.txt"
+grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 prio 3 rx' "$WORK/corr.txt" ||
+  fail "human output: $(cat "$WORK/corr.txt")"
+# Usage errors exit 2 and name the flag.
+rc=0
+"$CLI" correlate --server="$GRPC_ADDR" --trace-id=zz 2>"$WORK/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--trace-id' "$WORK/err" || fail "bad --trace-id: rc $rc"
+
+# Span aggregates (the worker correlates each span once its window was polled).
+want_metric() {
+  local got=""
+  for _ in $(seq 1 100); do
+    scrape >"$WORK/m" 2>/dev/null || true
+    got=$(metric_value "$1" "$WORK/m")
+    [ "$got" = "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "$1: want $2, got '$got'"
+}
+want_metric 'fabricscope_spans_total{name="decode_step",verdict="clean"}' 4
+want_metric 'fabricscope_spans_total{name="decode_step",verdict="fabric"}' 1
+want_metric 'fabricscope_spans_total{name="kv_transfer",verdict="fabric"}' 1
+want_metric 'fabricscope_stalls_total{name="decode_step",verdict="fabric"}' 1
+want_metric 'fabricscope_stall_signals_total{name="decode_step",signal="pfc_pause_seconds"}' 1
+want_metric 'fabricscope_stall_duration_seconds_count{name="decode_step",verdict="clean"}' 4
+promtool_check "$WORK/m"
+
+# ports, series, top.
+"$CLI" ports --server="$GRPC_ADDR" --output=json >"$WORK/ports.json"
+jq -e 'length == 2 and .[1].device == "mlx5_1" and .[1].netdev == "fsroce1"' "$WORK/ports.json" \
+  >/dev/null || fail "ports: $(cat "$WORK/ports.json")"
+"$CLI" series --server="$GRPC_ADDR" --signal=pfc_pause_seconds --label=netdev=fsroce1 --since=30s \
+  --output=json >"$WORK/series.json"
+# rx and tx pause time of fsroce1 priority 3; the rx one saw the bursts.
+jq -e 'length == 2 and all(.labels.priority == "3" and .netdev == "fsroce1")
+       and (map(select(.labels.direction == "rx"))[0]
+            | (.samples | length) > 100 and ([.samples[] | .rate // 0] | max) > 0.3)' \
+  "$WORK/series.json" >/dev/null ||
+  fail "series: $(head -c 2000 "$WORK/series.json")"
+( burst fsroce1 3 ) &
+PIDS+=($!)
+"$CLI" top --server="$GRPC_ADDR" --iterations=3 --interval=300ms </dev/null >"$WORK/top.txt" ||
+  fail "top failed"
+[ "$(grep -c '^fabricscope top' "$WORK/top.txt")" = 3 ] || fail "top: want 3 frames: $(cat "$WORK/top.txt")"
+grep -E '^mlx5_1/1 +fsroce1 +3 ' "$WORK/top.txt" >/dev/null || fail "top: no fsroce1 prio 3 row: $(cat "$WORK/top.txt")"
+"$CLI" top --server="$GRPC_ADDR" --iterations=1 --output=json </dev/null >"$WORK/top.json"
+jq -e '.rows | map(select(.netdev == "fsroce1" and .priority == "3")) | .[0].pause.peak > 30' \
+  "$WORK/top.json" >/dev/null || fail "top json: $(cat "$WORK/top.json")"
+
+stop_daemon
+echo "PASS"

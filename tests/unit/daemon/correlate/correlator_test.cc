@@ -1,0 +1,436 @@
+#include "daemon/correlate/correlator.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/config.h"
+#include "daemon/store/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT = 1'700'000'000 * kSec;  // an arbitrary unix time
+
+Signal SignalFor(const SeriesKey& key) {
+  auto s = MapCounter(key);
+  EXPECT_TRUE(s.has_value()) << key.source << "/" << key.name;
+  return *s;
+}
+
+SeriesKey PauseKey(const std::string& netdev, int prio) {
+  return {"ethtool", absl::StrCat("rx_prio", prio, "_pause_duration"), "", 0, netdev};
+}
+SeriesKey EcnKey(const std::string& device) {
+  return {"hw_counters", "np_ecn_marked_roce_packets", device, 1, ""};
+}
+SeriesKey BytesKey(const std::string& device) {
+  return {"counters", "port_xmit_data", device, 1, ""};
+}
+
+// A store with ports mlx5_0/1 (eth0) and mlx5_1/1 (eth1).
+class CorrelatorTest : public ::testing::Test {
+ protected:
+  CorrelatorTest() {
+    store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+  }
+
+  SeriesId Add(const SeriesKey& key) { return store_.Register(key, SignalFor(key)); }
+
+  // Appends samples every `step` from `from` to `to` (inclusive) with a value
+  // given by f(ts).
+  template <typename F>
+  void Fill(SeriesId id, int64_t from, int64_t to, int64_t step, F f) {
+    for (int64_t ts = from; ts <= to; ts += step) store_.Append(id, ts, f(ts));
+  }
+
+  Span MakeSpan(int64_t t0, int64_t t1, const std::string& name = "decode_step") {
+    Span s;
+    s.trace_id[0] = 1;
+    s.span_id[0] = 2;
+    s.name = name;
+    s.kind = SpanKind::kDecodeStep;
+    s.start_unix_nano = t0;
+    s.end_unix_nano = t1;
+    return s;
+  }
+
+  Correlator MakeCorrelator(CorrelationOptions o = {}) { return Correlator(&store_, o, {}); }
+
+  Store store_;
+};
+
+// Pause microseconds accumulated: paused for the whole of [burst_from, burst_to).
+uint64_t PauseUs(int64_t ts, int64_t burst_from, int64_t burst_to) {
+  const int64_t paused = std::clamp(ts, burst_from, burst_to) - burst_from;
+  return static_cast<uint64_t>(paused / 1000);
+}
+
+TEST(WindowStatsTest, ConstantRateWithFullCoverage) {
+  std::vector<Sample> s;
+  for (int i = 0; i <= 200; ++i) s.push_back({kT + i * 10 * kMs, uint64_t(i) * 50});  // 5000/s
+  WindowStats w = ComputeWindowStats({}, 1.0, s, kT + 1 * kSec, kT + 1200 * kMs, kSec, 3 * kSec);
+  EXPECT_NEAR(w.delta, 1000, 1e-6);
+  EXPECT_NEAR(w.rate, 5000, 1e-6);
+  EXPECT_NEAR(w.baseline_rate, 5000, 1e-6);
+  EXPECT_NEAR(w.peak_rate, 5000, 1e-6);
+  EXPECT_DOUBLE_EQ(w.coverage, 1.0);
+  EXPECT_DOUBLE_EQ(w.baseline_coverage, 1.0);
+  EXPECT_EQ(w.resets, 0u);
+}
+
+TEST(WindowStatsTest, SpanShorterThanOnePollIntervalGetsTheIntervalsRate) {
+  // 100 ms polls; the interval [100ms, 200ms] holds 50 ms of pause.
+  std::vector<Sample> s = {{kT, 0}, {kT + 100 * kMs, 0}, {kT + 200 * kMs, 50'000}};
+  WindowStats w =
+      ComputeWindowStats({}, 1e-6, s, kT + 120 * kMs, kT + 150 * kMs, 100 * kMs, 3 * kSec);
+  EXPECT_DOUBLE_EQ(w.coverage, 1.0);
+  EXPECT_NEAR(w.rate, 0.5, 1e-9);           // paused half the time
+  EXPECT_NEAR(w.delta, 0.05 * 0.3, 1e-12);  // 30% of the interval's 50 ms
+  EXPECT_NEAR(w.peak_rate, 0.5, 1e-9);
+  // Baseline [20 ms, 120 ms]: 80 ms quiet, then 20 ms of the half-paused interval.
+  EXPECT_NEAR(w.baseline_rate, 0.5 * 20 / 100, 1e-9);
+  EXPECT_GE(w.baseline_coverage, 0.999);
+}
+
+TEST(WindowStatsTest, ZeroLengthSpanIsTreatedAsOneNanosecond) {
+  std::vector<Sample> s = {{kT, 0}, {kT + 10 * kMs, 100}};
+  WindowStats w = ComputeWindowStats({}, 1.0, s, kT + 5 * kMs, kT + 5 * kMs, 0, 3 * kSec);
+  EXPECT_DOUBLE_EQ(w.coverage, 1.0);
+  EXPECT_NEAR(w.rate, 10000, 1e-6);
+}
+
+TEST(WindowStatsTest, CounterResetInsideTheWindowContributesNoDelta) {
+  // 64-bit counter: +100 per 10 ms, reset to 5 at 50 ms, then +100 again.
+  std::vector<Sample> s = {{kT, 1000},
+                           {kT + 10 * kMs, 1100},
+                           {kT + 20 * kMs, 1200},
+                           {kT + 30 * kMs, 1300},
+                           {kT + 40 * kMs, 1400},
+                           {kT + 50 * kMs, 5},
+                           {kT + 60 * kMs, 105},
+                           {kT + 70 * kMs, 205},
+                           {kT + 80 * kMs, 305}};
+  WindowStats w = ComputeWindowStats({CounterKind::kCounter64, 64}, 1.0, s, kT + 20 * kMs,
+                                     kT + 80 * kMs, 20 * kMs, 3 * kSec);
+  EXPECT_EQ(w.resets, 1u);
+  EXPECT_NEAR(w.delta, 500, 1e-9);  // 5 valid intervals of 100, never the reset's garbage
+  EXPECT_NEAR(w.coverage, 50.0 / 60.0, 1e-9);
+  EXPECT_NEAR(w.rate, 10000, 1e-6);  // over the covered 50 ms
+}
+
+TEST(WindowStatsTest, Wrap32IsUnwrapped) {
+  std::vector<Sample> s = {{kT, 0xFFFFFF00u}, {kT + 10 * kMs, 0x100}};
+  WindowStats w =
+      ComputeWindowStats({CounterKind::kWrap32, 32}, 1.0, s, kT, kT + 10 * kMs, 0, 3 * kSec);
+  EXPECT_NEAR(w.delta, 0x200, 1e-9);
+  EXPECT_EQ(w.resets, 0u);
+}
+
+TEST(WindowStatsTest, GapsAndMissingSamplesAreNotCovered) {
+  std::vector<Sample> s = {{kT, 0}, {kT + 10 * kSec, 100}};
+  WindowStats w = ComputeWindowStats({}, 1.0, s, kT + kSec, kT + 2 * kSec, kSec, 3 * kSec);
+  EXPECT_DOUBLE_EQ(w.coverage, 0.0);
+  EXPECT_DOUBLE_EQ(w.rate, 0.0);
+  w = ComputeWindowStats({}, 1.0, {}, kT, kT + kSec, kSec, 3 * kSec);
+  EXPECT_DOUBLE_EQ(w.coverage, 0.0);
+}
+
+TEST_F(CorrelatorTest, PauseBurstDuringTheSpanIsFabricNamingPortAndPriority) {
+  SeriesId p3 = Add(PauseKey("eth1", 3));
+  SeriesId p0 = Add(PauseKey("eth1", 0));
+  SeriesId e0 = Add(EcnKey("mlx5_0"));
+  const int64_t burst_from = kT + 20 * kSec, burst_to = kT + 20 * kSec + 150 * kMs;
+  Fill(p3, kT, kT + 30 * kSec, 100 * kMs,
+       [&](int64_t ts) { return PauseUs(ts, burst_from, burst_to); });
+  Fill(p0, kT, kT + 30 * kSec, 100 * kMs, [](int64_t) { return 7; });
+  Fill(e0, kT, kT + 30 * kSec, 10 * kMs, [](int64_t ts) { return (ts - kT) / kMs; });  // 1000/s
+
+  Correlator c = MakeCorrelator();
+  SpanCorrelation hit = c.Correlate(MakeSpan(burst_from - 50 * kMs, burst_to + 50 * kMs));
+  EXPECT_EQ(hit.verdict, Verdict::kFabric) << hit.reason;
+  ASSERT_EQ(hit.Anomalous().size(), 1u);
+  const SeriesCorrelation& top = hit.Anomalous()[0];
+  EXPECT_EQ(top.signal, "pfc_pause_seconds");
+  EXPECT_EQ(top.signal_class, SignalClass::kPause);
+  EXPECT_EQ(top.netdev, "eth1");
+  EXPECT_EQ(top.priority, "3");
+  EXPECT_EQ(top.direction, "rx");
+  EXPECT_NEAR(top.pause_fraction, 0.6, 0.01);  // 150 ms of 250 ms
+  EXPECT_NEAR(top.stats.delta, 0.15, 0.001);
+  EXPECT_GE(top.score, 1.0);
+  EXPECT_EQ(hit.series.size(), 3u);
+
+  SpanCorrelation quiet = c.Correlate(MakeSpan(kT + 25 * kSec, kT + 25 * kSec + 250 * kMs));
+  EXPECT_EQ(quiet.verdict, Verdict::kClean) << quiet.reason;
+  EXPECT_TRUE(quiet.Anomalous().empty());
+  EXPECT_EQ(quiet.congestion_series, 3u);
+  EXPECT_EQ(quiet.covered_series, 3u);
+}
+
+TEST_F(CorrelatorTest, RateIsJudgedAgainstBaselineAndFloor) {
+  SeriesId e = Add(EcnKey("mlx5_0"));
+  // 2000/s steadily (above the 1000/s floor), 20000/s in [20s, 20.5s].
+  uint64_t v = 0;
+  for (int64_t ts = kT; ts <= kT + 30 * kSec; ts += 10 * kMs) {
+    store_.Append(e, ts, v);
+    const bool burst = ts >= kT + 20 * kSec && ts < kT + 20 * kSec + 500 * kMs;
+    v += burst ? 200 : 20;
+  }
+  Correlator c = MakeCorrelator();
+  SpanCorrelation steady = c.Correlate(MakeSpan(kT + 15 * kSec, kT + 15 * kSec + 500 * kMs));
+  EXPECT_EQ(steady.verdict, Verdict::kClean) << steady.reason;
+  ASSERT_FALSE(steady.series.empty());
+  EXPECT_NEAR(steady.series[0].stats.rate, 2000, 1);
+  EXPECT_NEAR(steady.series[0].stats.baseline_rate, 2000, 1);
+  EXPECT_NEAR(steady.series[0].score, 2000.0 / 6000.0, 0.01);
+
+  SpanCorrelation burst = c.Correlate(MakeSpan(kT + 20 * kSec, kT + 20 * kSec + 500 * kMs));
+  EXPECT_EQ(burst.verdict, Verdict::kFabric) << burst.reason;
+  EXPECT_EQ(burst.Anomalous()[0].signal, "ecn_marked_packets");
+  EXPECT_EQ(burst.Anomalous()[0].device, "mlx5_0");
+  EXPECT_NEAR(burst.Anomalous()[0].stats.rate, 20000, 50);
+  EXPECT_NEAR(burst.Anomalous()[0].stats.peak_rate, 20000, 50);
+
+  // A higher floor silences it.
+  CorrelationOptions o;
+  ASSERT_TRUE(ParseFloors("ecn=50000", &o.floors).ok());
+  EXPECT_EQ(
+      MakeCorrelator(o).Correlate(MakeSpan(kT + 20 * kSec, kT + 20 * kSec + 500 * kMs)).verdict,
+      Verdict::kClean);
+}
+
+TEST_F(CorrelatorTest, SignalsAreRankedByScore) {
+  SeriesId p3 = Add(PauseKey("eth0", 3));
+  SeriesId p5 = Add(PauseKey("eth0", 5));
+  Fill(p3, kT, kT + 20 * kSec, 100 * kMs,
+       [](int64_t ts) { return PauseUs(ts, kT + 10 * kSec, kT + 10 * kSec + 100 * kMs); });
+  Fill(p5, kT, kT + 20 * kSec, 100 * kMs,
+       [](int64_t ts) { return PauseUs(ts, kT + 10 * kSec, kT + 10 * kSec + 400 * kMs); });
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 10 * kSec, kT + 10500 * kMs));
+  ASSERT_EQ(r.Anomalous().size(), 2u);
+  EXPECT_EQ(r.Anomalous()[0].priority, "5");
+  EXPECT_EQ(r.Anomalous()[1].priority, "3");
+  EXPECT_GT(r.Anomalous()[0].score, r.Anomalous()[1].score);
+}
+
+TEST_F(CorrelatorTest, SpanShorterThanOnePollInterval) {
+  SeriesId p = Add(PauseKey("eth0", 3));
+  // Paused 80 ms of the interval [10.0 s, 10.1 s].
+  Fill(p, kT, kT + 20 * kSec, 100 * kMs,
+       [](int64_t ts) { return PauseUs(ts, kT + 10 * kSec, kT + 10 * kSec + 80 * kMs); });
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 10020 * kMs, kT + 10030 * kMs));
+  EXPECT_EQ(r.verdict, Verdict::kFabric) << r.reason;
+  ASSERT_EQ(r.Anomalous().size(), 1u);
+  EXPECT_NEAR(r.Anomalous()[0].pause_fraction, 0.8, 1e-6);
+  EXPECT_DOUBLE_EQ(r.Anomalous()[0].stats.coverage, 1.0);
+}
+
+TEST_F(CorrelatorTest, SpanStraddlingACounterResetStaysCleanWithoutBogusDelta) {
+  SeriesId e = Add(EcnKey("mlx5_0"));
+  // 1500/s, driver reload at 10.05 s drops the raw value to 3.
+  uint64_t v = 1'000'000;
+  for (int64_t ts = kT; ts <= kT + 20 * kSec; ts += 10 * kMs) {
+    if (ts == kT + 10050 * kMs) v = 3;
+    store_.Append(e, ts, v);
+    v += 15;
+  }
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 10 * kSec, kT + 10200 * kMs));
+  ASSERT_EQ(r.series.size(), 1u);
+  const SeriesCorrelation& s = r.series[0];
+  EXPECT_EQ(s.stats.resets, 1u);
+  EXPECT_NEAR(s.stats.delta, 15 * 19, 1e-6);  // 20 intervals minus the reset one
+  EXPECT_NEAR(s.stats.rate, 1500, 1);
+  EXPECT_NEAR(s.stats.coverage, 0.95, 1e-9);
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;  // 95% >= the 90% default
+
+  CorrelationOptions strict;
+  strict.min_coverage = 1.0;
+  EXPECT_EQ(MakeCorrelator(strict).Correlate(MakeSpan(kT + 10 * kSec, kT + 10200 * kMs)).verdict,
+            Verdict::kUnknown);
+}
+
+TEST_F(CorrelatorTest, SpanOlderThanRetentionIsUnknown) {
+  StoreOptions tiny;
+  tiny.memory_bytes = 64 << 10;  // a few thousand samples: the oldest are evicted
+  Store store(tiny);
+  store.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "", true});
+  SeriesKey k = EcnKey("mlx5_0");
+  SeriesId e = store.Register(k, SignalFor(k));
+  for (int64_t i = 0; i < 100000; ++i) store.Append(e, kT + i * 10 * kMs, uint64_t(i));
+  ASSERT_GT(store.ReadRange(e, 0, INT64_MAX).front().ts_ns, kT + 10 * kSec);
+  Correlator c(&store, {}, {});
+  SpanCorrelation old = c.Correlate(MakeSpan(kT + kSec, kT + 2 * kSec));
+  EXPECT_EQ(old.verdict, Verdict::kUnknown);
+  EXPECT_THAT(old.reason, ::testing::HasSubstr("outside retention"));
+  // A recent span is still judged.
+  SpanCorrelation recent = c.Correlate(MakeSpan(kT + 990 * kSec, kT + 991 * kSec));
+  EXPECT_EQ(recent.verdict, Verdict::kClean) << recent.reason;
+  // A span in the future (not polled yet) is unknown too.
+  EXPECT_EQ(c.Correlate(MakeSpan(kT + 5000 * kSec, kT + 5001 * kSec)).verdict, Verdict::kUnknown);
+}
+
+TEST_F(CorrelatorTest, NoSeriesInScopeIsUnknown) {
+  Correlator c = MakeCorrelator();
+  SpanCorrelation r = c.Correlate(MakeSpan(kT, kT + kSec));
+  EXPECT_EQ(r.verdict, Verdict::kUnknown);
+  EXPECT_EQ(r.reason, "no congestion series in scope");
+
+  // Only context series (bytes) in scope: still unknown, bytes are not a verdict.
+  SeriesId b = Add(BytesKey("mlx5_0"));
+  Fill(b, kT - 20 * kSec, kT + 20 * kSec, 10 * kMs, [](int64_t ts) { return (ts - kT) / 1000; });
+  r = c.Correlate(MakeSpan(kT, kT + kSec));
+  EXPECT_EQ(r.verdict, Verdict::kUnknown);
+  ASSERT_EQ(r.series.size(), 1u);
+  EXPECT_EQ(r.series[0].signal_class, SignalClass::kContext);
+  EXPECT_FALSE(r.series[0].anomalous);
+
+  // A hint naming a device without series.
+  Span hinted = MakeSpan(kT, kT + kSec);
+  hinted.rdma_device = "mlx5_9";
+  EXPECT_EQ(c.Correlate(hinted).verdict, Verdict::kUnknown);
+}
+
+TEST_F(CorrelatorTest, HintedScopeRestrictsSeries) {
+  SeriesId p0 = Add(PauseKey("eth0", 3));
+  SeriesId p1 = Add(PauseKey("eth1", 3));
+  SeriesId e0 = Add(EcnKey("mlx5_0"));
+  SeriesId e1 = Add(EcnKey("mlx5_1"));
+  const int64_t bf = kT + 10 * kSec, bt = kT + 10 * kSec + 200 * kMs;
+  Fill(p0, kT, kT + 20 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  Fill(p1, kT, kT + 20 * kSec, 100 * kMs, [&](int64_t ts) { return PauseUs(ts, bf, bt); });
+  Fill(e0, kT, kT + 20 * kSec, 10 * kMs, [](int64_t) { return 0; });
+  Fill(e1, kT, kT + 20 * kSec, 10 * kMs, [](int64_t) { return 0; });
+  Correlator c = MakeCorrelator();
+
+  Span all = MakeSpan(bf, bt);
+  SpanCorrelation r = c.Correlate(all);
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  EXPECT_EQ(r.series.size(), 4u);
+  EXPECT_EQ(r.Anomalous()[0].netdev, "eth1");
+
+  Span on0 = all;
+  on0.rdma_device = "mlx5_0";
+  on0.rdma_port = 1;
+  r = c.Correlate(on0);
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  ASSERT_EQ(r.series.size(), 2u);  // mlx5_0's ECN and eth0's pause (via the inventory)
+  for (const auto& s : r.series) EXPECT_TRUE(s.device == "mlx5_0" || s.netdev == "eth0");
+
+  Span on1 = all;
+  on1.rdma_device = "mlx5_1";
+  r = c.Correlate(on1);
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  EXPECT_EQ(r.series.size(), 2u);
+
+  Span by_netdev = all;
+  by_netdev.netdev = "eth1";
+  r = c.Correlate(by_netdev);
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  ASSERT_EQ(r.series.size(), 2u);  // eth1's pause and mlx5_1's ECN (the port on eth1)
+  EXPECT_EQ(r.Anomalous()[0].priority, "3");
+}
+
+TEST_F(CorrelatorTest, RetransmitsAreCongestionOtherRdmaErrorsAreContext) {
+  SeriesKey oos{"hw_counters", "out_of_sequence", "mlx5_0", 1, ""};
+  SeriesKey other{"hw_counters", "req_cqe_error", "mlx5_0", 1, ""};
+  EXPECT_EQ(ClassifySignal(SignalFor(oos)), SignalClass::kRetransmits);
+  EXPECT_EQ(ClassifySignal(SignalFor(other)), SignalClass::kContext);
+  EXPECT_EQ(ClassifySignal(SignalFor({"hw_counters", "roce_adp_retrans_to", "mlx5_0", 1, ""})),
+            SignalClass::kRetransmits);
+  EXPECT_EQ(ClassifySignal(SignalFor({"netdev", "rx_dropped", "", 0, "eth0"})),
+            SignalClass::kDrops);
+  EXPECT_EQ(ClassifySignal(SignalFor({"netdev", "rx_bytes", "", 0, "eth0"})),
+            SignalClass::kContext);
+  EXPECT_EQ(ClassifySignal(SignalFor({"counters", "symbol_error", "mlx5_0", 1, ""})),
+            SignalClass::kPortErrors);
+  EXPECT_EQ(ClassifySignal(SignalFor({"hw_counters", "np_cnp_sent", "mlx5_0", 1, ""})),
+            SignalClass::kCnp);
+  EXPECT_EQ(ClassifySignal(SignalFor({"hw_counters", "out_of_buffer", "mlx5_0", 1, ""})),
+            SignalClass::kDiscards);
+
+  SeriesId o = Add(oos);
+  SeriesId x = Add(other);
+  // Five out-of-sequence events and many CQE errors inside [10s, 10.1s].
+  Fill(o, kT, kT + 20 * kSec, 10 * kMs, [](int64_t ts) { return ts >= kT + 10050 * kMs ? 5 : 0; });
+  Fill(x, kT, kT + 20 * kSec, 10 * kMs,
+       [](int64_t ts) { return ts >= kT + 10050 * kMs ? 5000 : 0; });
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 10 * kSec, kT + 10100 * kMs));
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  ASSERT_EQ(r.Anomalous().size(), 1u);
+  EXPECT_EQ(r.Anomalous()[0].counter, "out_of_sequence");
+  EXPECT_NEAR(r.Anomalous()[0].stats.delta, 5, 1e-9);
+}
+
+TEST(StallPolicyTest, FlagOrPerNameThreshold) {
+  auto t = StallPolicy::Parse("decode_step=200ms, kv_transfer=1s");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ(StallPolicy::Format(*t), "decode_step=200ms,kv_transfer=1s");
+  StallPolicy p(*t);
+  Span s;
+  s.name = "decode_step";
+  s.start_unix_nano = kT;
+  s.end_unix_nano = kT + 199 * kMs;
+  EXPECT_FALSE(p.IsStall(s));
+  s.end_unix_nano = kT + 200 * kMs;
+  EXPECT_TRUE(p.IsStall(s));
+  s.name = "prefill";
+  EXPECT_FALSE(p.IsStall(s));
+  s.stall_flag = true;
+  EXPECT_TRUE(p.IsStall(s));
+
+  EXPECT_FALSE(StallPolicy::Parse("decode_step").ok());
+  EXPECT_FALSE(StallPolicy::Parse("decode_step=fast").ok());
+  EXPECT_FALSE(StallPolicy::Parse("decode_step=-1s").ok());
+  EXPECT_TRUE(StallPolicy::Parse("").ok());
+}
+
+TEST(FloorsTest, ParseValidatesClassAndValue) {
+  auto f = CorrelationOptions::DefaultFloors();
+  ASSERT_TRUE(ParseFloors("ecn=5, cnp=7.5", &f).ok());
+  EXPECT_EQ(f[static_cast<int>(SignalClass::kEcn)], 5);
+  EXPECT_EQ(f[static_cast<int>(SignalClass::kCnp)], 7.5);
+  EXPECT_FALSE(ParseFloors("bytes=5", &f).ok());
+  EXPECT_FALSE(ParseFloors("context=5", &f).ok());
+  EXPECT_FALSE(ParseFloors("ecn=0", &f).ok());
+  EXPECT_FALSE(ParseFloors("ecn", &f).ok());
+  EXPECT_THAT(FormatFloors(CorrelationOptions::DefaultFloors()), ::testing::HasSubstr("ecn=1000"));
+}
+
+TEST(CorrelationConfigTest, OptionsParseAndNameTheKey) {
+  Config c;
+  ASSERT_TRUE(ApplyConfigText("baseline-window = 5s\nstall-thresholds = decode_step=150ms\n"
+                              "max-span-names = 7\ncorrelate-floors = ecn=10\n"
+                              "correlate-pause-fraction = 0.2\ncorrelate-rate-factor = 4\n"
+                              "correlate-min-coverage = 0.5\ncorrelate-queue = 10\n",
+                              "test.conf", &c)
+                  .ok());
+  EXPECT_EQ(c.baseline_window, absl::Seconds(5));
+  ASSERT_EQ(c.stall_thresholds.size(), 1u);
+  EXPECT_EQ(c.stall_thresholds[0].second, absl::Milliseconds(150));
+  EXPECT_EQ(c.max_span_names, 7u);
+  EXPECT_EQ(c.correlate_floors, "ecn=10");
+  EXPECT_EQ(c.correlate_pause_fraction, 0.2);
+  EXPECT_EQ(c.correlate_rate_factor, 4);
+  EXPECT_EQ(c.correlate_min_coverage, 0.5);
+  EXPECT_EQ(c.correlate_queue, 10u);
+
+  for (const char* bad :
+       {"stall-thresholds = decode_step", "max-span-names = 0", "correlate-floors = nope=1",
+        "correlate-pause-fraction = 2", "correlate-rate-factor = 0.5", "baseline-window = 0s"}) {
+    absl::Status s = ApplyConfigText(bad, "test.conf", &c);
+    ASSERT_FALSE(s.ok()) << bad;
+    std::string key(absl::string_view(bad).substr(0, absl::string_view(bad).find(' ')));
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(key)) << bad;
+  }
+  EXPECT_THAT(HelpText(), ::testing::HasSubstr("--stall-thresholds"));
+  EXPECT_THAT(HelpText(), ::testing::HasSubstr("--baseline-window"));
+}
+
+}  // namespace
+}  // namespace fabricscope

@@ -1,0 +1,179 @@
+#include "tools/fabricscope/correlate.h"
+
+#include <cctype>
+#include <iostream>
+#include <ostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/query_client.h"
+
+namespace fabricscope::cli {
+namespace {
+
+absl::string_view VerdictText(v1::Verdict v) {
+  switch (v) {
+    case v1::VERDICT_FABRIC:
+      return "fabric";
+    case v1::VERDICT_CLEAN:
+      return "clean";
+    case v1::VERDICT_UNKNOWN:
+      return "unknown";
+    default:
+      return "unspecified";
+  }
+}
+
+// "eth2 prio 3 rx", "mlx5_0/1", "mlx5_0/1 eth2".
+std::string Where(const v1::SignalCorrelation& s) {
+  std::string w;
+  if (!s.device().empty())
+    absl::StrAppend(&w, s.device(), s.port() ? absl::StrCat("/", s.port()) : "");
+  if (!s.netdev().empty()) absl::StrAppend(&w, w.empty() ? "" : " ", s.netdev());
+  if (!s.priority().empty()) absl::StrAppend(&w, " prio ", s.priority());
+  if (!s.direction().empty()) absl::StrAppend(&w, " ", s.direction());
+  return w;
+}
+
+std::string HowMuch(const v1::SignalCorrelation& s) {
+  if (s.signal_class() == "pause") {
+    return absl::StrFormat("paused %.1f%% of the span (%.1fms; baseline %.1f%%, peak %.1f%%)",
+                           100 * s.pause_fraction(), s.delta() * 1e3, 100 * s.baseline_rate(),
+                           100 * s.peak_rate());
+  }
+  return absl::StrFormat("%s/s vs baseline %s/s (peak %s/s, +%s in the span)", FormatRate(s.rate()),
+                         FormatRate(s.baseline_rate()), FormatRate(s.peak_rate()),
+                         FormatRate(s.delta()));
+}
+
+}  // namespace
+
+std::string CorrelateJson(const v1::CorrelateResponse& response) {
+  std::string out = "[";
+  for (int i = 0; i < response.spans_size(); ++i) {
+    const v1::SpanVerdict& v = response.spans(i);
+    absl::StrAppend(
+        &out, i ? ",\n " : "\n ", "{\"trace_id\":", JsonString(Hex(v.trace_id())),
+        ",\"span_id\":", JsonString(Hex(v.span_id())), ",\"name\":", JsonString(v.name()),
+        ",\"start_unix_nano\":", v.start_unix_nano(), ",\"end_unix_nano\":", v.end_unix_nano(),
+        ",\"stall\":", v.stall() ? "true" : "false",
+        ",\"verdict\":", JsonString(VerdictText(v.verdict())),
+        ",\"reason\":", JsonString(v.reason()), ",\"signals\":[");
+    for (int j = 0; j < v.signals_size(); ++j) {
+      const v1::SignalCorrelation& s = v.signals(j);
+      absl::StrAppend(
+          &out, j ? "," : "", "{\"signal\":", JsonString(s.signal()),
+          ",\"signal_class\":", JsonString(s.signal_class()),
+          ",\"device\":", JsonString(s.device()), ",\"port\":", s.port(),
+          ",\"netdev\":", JsonString(s.netdev()), ",\"priority\":", JsonString(s.priority()),
+          ",\"direction\":", JsonString(s.direction()), ",\"counter\":", JsonString(s.counter()),
+          ",\"delta\":", JsonNumber(s.delta()), ",\"rate\":", JsonNumber(s.rate()),
+          ",\"baseline_rate\":", JsonNumber(s.baseline_rate()),
+          ",\"peak_rate\":", JsonNumber(s.peak_rate()),
+          ",\"pause_fraction\":", JsonNumber(s.pause_fraction()),
+          ",\"score\":", JsonNumber(s.score()), ",\"anomalous\":", s.anomalous() ? "true" : "false",
+          ",\"coverage\":", JsonNumber(s.coverage()), "}");
+    }
+    absl::StrAppend(&out, "]}");
+  }
+  absl::StrAppend(&out, response.spans_size() ? "\n]\n" : "]\n");
+  return out;
+}
+
+std::string CorrelateHuman(const v1::CorrelateResponse& response) {
+  if (response.spans_size() == 0) return "no spans matched\n";
+  std::string out;
+  for (const v1::SpanVerdict& v : response.spans()) {
+    std::string verdict(VerdictText(v.verdict()));
+    for (char& c : verdict) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    absl::StrAppend(
+        &out, FormatUnixNano(static_cast<int64_t>(v.start_unix_nano())), "  ", v.name(), "  ",
+        FormatDurationShort(static_cast<int64_t>(v.end_unix_nano() - v.start_unix_nano())),
+        v.stall() ? "  STALL" : "", "  ", verdict, "  trace ", Hex(v.trace_id()), " span ",
+        Hex(v.span_id()), "\n");
+    if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
+    int rank = 0;
+    for (const v1::SignalCorrelation& s : v.signals()) {
+      absl::StrAppend(&out, absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n",
+                                            s.anomalous() ? "!" : " ", ++rank, s.signal(), Where(s),
+                                            HowMuch(s), s.score()));
+    }
+  }
+  return out;
+}
+
+int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
+  std::ostream& out = std::cout;
+  std::ostream& err = std::cerr;
+  auto flags =
+      Flags::Parse(args, {"trace-id", "span-id", "since", "name", "limit"}, {"all-series"});
+  if (!flags.ok()) {
+    err << "fabricscope correlate: " << flags.status().message() << "\n"
+        << "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
+           "[--name N] [--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n";
+    return kExitUsage;
+  }
+  auto common = ParseCommon(ctx);
+  if (!common.ok()) {
+    err << "fabricscope correlate: " << common.status().message() << "\n";
+    return kExitUsage;
+  }
+  const int selectors = flags->Has("trace-id") + flags->Has("span-id") + flags->Has("since");
+  if (selectors != 1) {
+    err << "fabricscope correlate: exactly one of --trace-id, --span-id, --since is required\n";
+    return kExitUsage;
+  }
+  v1::CorrelateRequest req;
+  if (flags->Has("trace-id")) {
+    auto id = ParseHexId(flags->Get("trace-id"), 16, "trace-id");
+    if (!id.ok()) {
+      err << "fabricscope correlate: " << id.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.set_trace_id(*id);
+  } else if (flags->Has("span-id")) {
+    auto id = ParseHexId(flags->Get("span-id"), 8, "span-id");
+    if (!id.ok()) {
+      err << "fabricscope correlate: " << id.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.set_span_id(*id);
+  } else {
+    auto since = ParseSince(flags->Get("since"));
+    if (!since.ok()) {
+      err << "fabricscope correlate: " << since.status().message() << "\n";
+      return kExitUsage;
+    }
+    const int64_t now = NowUnixNano();
+    req.mutable_time_range()->set_from_unix_nano(
+        static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
+    // Spans may end up to a minute in the future (clock skew, ingest limit).
+    req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
+  }
+  if (flags->Has("name")) req.set_name(flags->Get("name"));
+  if (flags->Has("limit")) {
+    int limit;
+    if (!absl::SimpleAtoi(flags->Get("limit"), &limit) || limit <= 0) {
+      err << "fabricscope correlate: --limit must be a positive integer\n";
+      return kExitUsage;
+    }
+    req.set_limit(static_cast<uint32_t>(limit));
+  }
+  req.set_include_all_series(flags->Has("all-series"));
+
+  auto stub = MakeQueryStub(common->server);
+  grpc::ClientContext call;
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::CorrelateResponse resp;
+  grpc::Status s = stub->Correlate(&call, req, &resp);
+  if (!s.ok()) {
+    err << "fabricscope correlate: " << common->server << ": " << s.error_message() << "\n";
+    return kExitFailure;
+  }
+  out << (common->json ? CorrelateJson(resp) : CorrelateHuman(resp));
+  return kExitOk;
+}
+
+}  // namespace fabricscope::cli

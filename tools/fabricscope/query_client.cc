@@ -1,0 +1,195 @@
+#include "tools/fabricscope/query_client.h"
+
+#include <cmath>
+#include <ctime>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fabricscope::cli {
+
+absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
+                                   const std::vector<std::string>& known,
+                                   const std::vector<std::string>& bools) {
+  Flags f;
+  auto contains = [](const std::vector<std::string>& v, absl::string_view n) {
+    for (const auto& x : v) {
+      if (x == n) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::string_view a = args[i];
+    if (!absl::ConsumePrefix(&a, "--")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", args[i], "\" (flags look like --name=value)"));
+    }
+    std::string name, value;
+    size_t eq = a.find('=');
+    if (eq != absl::string_view::npos) {
+      name = std::string(a.substr(0, eq));
+      value = std::string(a.substr(eq + 1));
+      if (contains(bools, name)) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --", name, " takes no value"));
+      }
+    } else {
+      name = std::string(a);
+      if (contains(bools, name)) {
+        value = "true";
+      } else if (contains(known, name)) {
+        if (i + 1 >= args.size()) {
+          return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
+        }
+        value = args[++i];
+      }
+    }
+    if (!contains(known, name) && !contains(bools, name)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    f.values_.emplace_back(std::move(name), std::move(value));
+  }
+  return f;
+}
+
+bool Flags::Has(absl::string_view name) const {
+  for (const auto& [n, v] : values_) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+std::string Flags::Get(absl::string_view name, absl::string_view def) const {
+  std::string out(def);
+  for (const auto& [n, v] : values_) {
+    if (n == name) out = v;  // the last one wins
+  }
+  return out;
+}
+
+absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx) {
+  CommonOptions o;
+  o.server = ctx.server;
+  if (o.server.empty()) return absl::InvalidArgumentError("--server must not be empty");
+  if (ctx.output == "json") {
+    o.json = true;
+  } else if (ctx.output != "human") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output must be human or json, got \"", ctx.output, "\""));
+  }
+  return o;
+}
+
+std::unique_ptr<v1::Query::Stub> MakeQueryStub(const std::string& server) {
+  return v1::Query::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+}
+
+std::string Hex(absl::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ParseHexId(absl::string_view hex, size_t size, absl::string_view flag) {
+  if (hex.size() != size * 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be ", size * 2, " hex digits, got \"", hex, "\""));
+  }
+  std::string out(size, '\0');
+  for (size_t i = 0; i < size; ++i) {
+    int v = 0;
+    for (int j = 0; j < 2; ++j) {
+      const char c = absl::ascii_tolower(hex[2 * i + j]);
+      int d;
+      if (c >= '0' && c <= '9') {
+        d = c - '0';
+      } else if (c >= 'a' && c <= 'f') {
+        d = c - 'a' + 10;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, " must be hex digits, got \"", hex, "\""));
+      }
+      v = v * 16 + d;
+    }
+    out[i] = static_cast<char>(v);
+  }
+  return out;
+}
+
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "0";
+  return absl::StrFormat("%.9g", v);
+}
+
+std::string FormatUnixNano(int64_t ns) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(ns), absl::UTCTimeZone());
+}
+
+std::string FormatDurationShort(int64_t ns) {
+  const double ms = static_cast<double>(ns) / 1e6;
+  if (ms < 1) return absl::StrFormat("%.0fus", ms * 1000);
+  if (ms < 1000) return absl::StrFormat("%.1fms", ms);
+  return absl::StrFormat("%.2fs", ms / 1000);
+}
+
+std::string FormatRate(double v) {
+  const double a = std::fabs(v);
+  if (a >= 1e9) return absl::StrFormat("%.2fG", v / 1e9);
+  if (a >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
+  if (a >= 1e3) return absl::StrFormat("%.1fk", v / 1e3);
+  return absl::StrFormat("%.2f", v);
+}
+
+absl::StatusOr<absl::Duration> ParseSince(absl::string_view text) {
+  absl::Duration d;
+  if (!absl::ParseDuration(absl::StripAsciiWhitespace(text), &d) || d <= absl::ZeroDuration() ||
+      d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--since must be a positive duration such as 30s, 5m or 1h, got \"", text, "\""));
+  }
+  return d;
+}
+
+int64_t NowUnixNano() { return absl::ToUnixNanos(absl::Now()); }
+
+}  // namespace fabricscope::cli

@@ -1,0 +1,75 @@
+// Shared plumbing of the query subcommands (correlate, series, ports, top):
+// their flag parser, the global --server/--output (CliContext), a Query stub,
+// and small formatting helpers (hex ids, JSON strings, rates, durations).
+//
+// Subcommands are SubcommandFn (cli.h): they get the global context and the
+// arguments after their name and return the process exit code: 0 success,
+// 1 the call failed (server unreachable, error status), 2 bad usage (the
+// message names the flag).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "fabricscope/v1/query.grpc.pb.h"
+#include "tools/fabricscope/cli.h"
+
+namespace fabricscope::cli {
+
+inline constexpr absl::string_view kDefaultServer = "127.0.0.1:9479";
+
+// Parsed "--name=value" / "--name value" flags. Unknown flags are errors.
+class Flags {
+ public:
+  // `known`: flag names (without dashes) that take a value; `bools`: flags
+  // without a value.
+  static absl::StatusOr<Flags> Parse(const std::vector<std::string>& args,
+                                     const std::vector<std::string>& known,
+                                     const std::vector<std::string>& bools = {});
+  bool Has(absl::string_view name) const;
+  std::string Get(absl::string_view name, absl::string_view def = "") const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
+// The global --server and --output (parsed by main.cc into CliContext).
+struct CommonOptions {
+  std::string server = std::string(kDefaultServer);
+  bool json = false;
+};
+absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx);
+
+std::unique_ptr<v1::Query::Stub> MakeQueryStub(const std::string& server);
+
+// Lower-case hex of bytes; "" for empty.
+std::string Hex(absl::string_view bytes);
+// Parses hex into exactly `size` bytes.
+absl::StatusOr<std::string> ParseHexId(absl::string_view hex, size_t size, absl::string_view flag);
+// A JSON string literal (quotes and escapes).
+std::string JsonString(absl::string_view s);
+// A JSON number (finite; non-finite becomes 0).
+std::string JsonNumber(double v);
+// "2026-11-30T19:20:01.123456Z".
+std::string FormatUnixNano(int64_t ns);
+// "212.0ms", "1.50s".
+std::string FormatDurationShort(int64_t ns);
+// "41.2k", "1.10M", "3.00".
+std::string FormatRate(double per_second);
+// A human duration like 5m or 30s (--since); must be positive.
+absl::StatusOr<absl::Duration> ParseSince(absl::string_view text);
+// Unix nanoseconds now.
+int64_t NowUnixNano();
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+}  // namespace fabricscope::cli

@@ -1,0 +1,152 @@
+#include "tools/fabricscope/series.h"
+
+#include <algorithm>
+#include <iostream>
+#include <ostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/query_client.h"
+
+namespace fabricscope::cli {
+namespace {
+
+// The rate of interval i (samples i-1 -> i) in family units/s; false when it
+// has none (first sample, a decrease: reset or wrap, see `fabricscoped` docs).
+bool IntervalRate(const v1::SeriesData& d, int i, double* rate) {
+  if (i == 0) return false;
+  const auto& a = d.samples(i - 1);
+  const auto& b = d.samples(i);
+  if (b.raw() < a.raw() || b.ts_unix_nano() <= a.ts_unix_nano()) return false;
+  *rate = static_cast<double>(b.raw() - a.raw()) * d.scale() /
+          (static_cast<double>(b.ts_unix_nano() - a.ts_unix_nano()) * 1e-9);
+  return true;
+}
+
+std::string Title(const v1::SeriesData& d) {
+  std::string labels;
+  for (const auto& [k, v] : d.labels()) {
+    if (!v.empty()) absl::StrAppend(&labels, labels.empty() ? "" : ",", k, "=", v);
+  }
+  return absl::StrCat(d.family(), "{", labels, "}  (", d.source(), " ", d.raw_name(), ")");
+}
+
+}  // namespace
+
+std::string SeriesJson(const v1::SeriesResponse& response) {
+  std::string out = "[";
+  for (int i = 0; i < response.series_size(); ++i) {
+    const v1::SeriesData& d = response.series(i);
+    absl::StrAppend(&out, i ? ",\n " : "\n ", "{\"signal\":", JsonString(d.signal()),
+                    ",\"family\":", JsonString(d.family()), ",\"source\":", JsonString(d.source()),
+                    ",\"raw_name\":", JsonString(d.raw_name()),
+                    ",\"device\":", JsonString(d.device()), ",\"port\":", d.port(),
+                    ",\"netdev\":", JsonString(d.netdev()), ",\"labels\":{");
+    // Sorted label order for stable output.
+    std::vector<std::pair<std::string, std::string>> labels(d.labels().begin(), d.labels().end());
+    std::sort(labels.begin(), labels.end());
+    for (size_t j = 0; j < labels.size(); ++j) {
+      absl::StrAppend(&out, j ? "," : "", JsonString(labels[j].first), ":",
+                      JsonString(labels[j].second));
+    }
+    absl::StrAppend(&out, "},\"scale\":", JsonNumber(d.scale()),
+                    ",\"truncated\":", d.truncated() ? "true" : "false", ",\"samples\":[");
+    for (int j = 0; j < d.samples_size(); ++j) {
+      const auto& s = d.samples(j);
+      double rate;
+      absl::StrAppend(&out, j ? "," : "", "{\"ts_unix_nano\":", s.ts_unix_nano(),
+                      ",\"raw\":", s.raw(),
+                      ",\"value\":", JsonNumber(static_cast<double>(s.raw()) * d.scale()),
+                      ",\"rate\":", IntervalRate(d, j, &rate) ? JsonNumber(rate) : "null", "}");
+    }
+    absl::StrAppend(&out, "]}");
+  }
+  absl::StrAppend(&out, response.series_size() ? "\n]\n" : "]\n");
+  return out;
+}
+
+std::string SeriesHuman(const v1::SeriesResponse& response) {
+  if (response.series_size() == 0) return "no series matched\n";
+  std::string out;
+  for (const v1::SeriesData& d : response.series()) {
+    absl::StrAppend(&out, Title(d), d.truncated() ? "  [truncated: oldest samples dropped]" : "",
+                    "\n", absl::StrFormat("  %-28s %20s %14s\n", "TIME", "RAW", "RATE/s"));
+    for (int j = 0; j < d.samples_size(); ++j) {
+      const auto& s = d.samples(j);
+      double rate;
+      absl::StrAppend(
+          &out, absl::StrFormat("  %-28s %20d %14s\n",
+                                FormatUnixNano(static_cast<int64_t>(s.ts_unix_nano())), s.raw(),
+                                IntervalRate(d, j, &rate) ? FormatRate(rate) : "-"));
+    }
+  }
+  return out;
+}
+
+int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
+  std::ostream& out = std::cout;
+  std::ostream& err = std::cerr;
+  auto flags = Flags::Parse(args, {"signal", "since", "label", "max-samples"});
+  const char* kUsage =
+      "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE] [--max-samples N] "
+      "[--server HOST:PORT] [--output human|json]\n";
+  if (!flags.ok()) {
+    err << "fabricscope series: " << flags.status().message() << "\n" << kUsage;
+    return kExitUsage;
+  }
+  auto common = ParseCommon(ctx);
+  if (!common.ok()) {
+    err << "fabricscope series: " << common.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (!flags->Has("signal")) {
+    err << "fabricscope series: --signal is required\n" << kUsage;
+    return kExitUsage;
+  }
+  auto since = ParseSince(flags->Get("since", "10s"));
+  if (!since.ok()) {
+    err << "fabricscope series: " << since.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::SeriesRequest req;
+  req.set_signal(flags->Get("signal"));
+  if (flags->Has("label")) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(flags->Get("label"), absl::MaxSplits('=', 1));
+    if (kv.first.empty()) {
+      err << "fabricscope series: --label must be NAME=VALUE\n";
+      return kExitUsage;
+    }
+    auto* m = req.add_matchers();
+    m->set_label(kv.first);
+    m->set_value(kv.second);
+  }
+  if (flags->Has("max-samples")) {
+    int n;
+    if (!absl::SimpleAtoi(flags->Get("max-samples"), &n) || n <= 0) {
+      err << "fabricscope series: --max-samples must be a positive integer\n";
+      return kExitUsage;
+    }
+    req.set_max_samples_per_series(static_cast<uint32_t>(n));
+  }
+  const int64_t now = NowUnixNano();
+  req.mutable_time_range()->set_from_unix_nano(
+      static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
+  req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now));
+  auto stub = MakeQueryStub(common->server);
+  grpc::ClientContext call;
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::SeriesResponse resp;
+  grpc::Status s = stub->Series(&call, req, &resp);
+  if (!s.ok()) {
+    err << "fabricscope series: " << common->server << ": " << s.error_message() << "\n";
+    return kExitFailure;
+  }
+  out << (common->json ? SeriesJson(resp) : SeriesHuman(resp));
+  return kExitOk;
+}
+
+}  // namespace fabricscope::cli

@@ -1,0 +1,269 @@
+#include "tools/fabricscope/top.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iostream>
+#include <ostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/query_client.h"
+
+namespace fabricscope::cli {
+namespace {
+
+constexpr const char* kColumnNames[kNumTopColumns] = {"pause", "pfc_frames", "ecn",
+                                                      "cnp",   "discards",   "retransmits"};
+constexpr const char* kColumnTitles[kNumTopColumns] = {"PAUSE%", "PFC/s",  "ECN/s",
+                                                       "CNP/s",  "DISC/s", "RETX/s"};
+// Signals queried per column.
+const std::vector<std::string>& ColumnSignals(TopColumn c) {
+  static const auto* table = new std::vector<std::vector<std::string>>{
+      {"pfc_pause_seconds"},       {"pfc_pause_frames"},         {"ecn_marked_packets"},
+      {"cnp_sent", "cnp_handled"}, {"discards", "netdev_drops"}, {"rdma_errors"},
+  };
+  return (*table)[static_cast<int>(c)];
+}
+
+bool IsRetransmit(absl::string_view counter) {
+  return counter == "out_of_sequence" || counter == "packet_seq_err" ||
+         counter == "local_ack_timeout_err" || counter == "implied_nak_seq_err" ||
+         absl::StartsWith(counter, "roce_adp_retrans");
+}
+
+std::atomic<bool> g_interrupted{false};
+void OnSigint(int) { g_interrupted.store(true); }
+
+// Puts a terminal stdin into non-canonical, no-echo mode; restores on destruction.
+class RawStdin {
+ public:
+  RawStdin() {
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawStdin() {
+    if (active_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  bool active() const { return active_; }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+// Waits up to `ms` for a key; true when 'q' was pressed or SIGINT arrived.
+bool WaitForQuit(int ms, bool read_keys) {
+  if (g_interrupted.load()) return true;
+  if (!read_keys) {
+    pollfd none{};
+    poll(&none, 0, ms);  // EINTR on SIGINT
+    return g_interrupted.load();
+  }
+  pollfd p{STDIN_FILENO, POLLIN, 0};
+  if (poll(&p, 1, ms) > 0 && (p.revents & POLLIN)) {
+    char c;
+    while (read(STDIN_FILENO, &c, 1) == 1) {
+      if (c == 'q' || c == 'Q') return true;
+    }
+  }
+  return g_interrupted.load();
+}
+
+}  // namespace
+
+void TopModel::SetPorts(const v1::PortsResponse& ports) {
+  ports_.assign(ports.ports().begin(), ports.ports().end());
+}
+
+void TopModel::BeginRefresh() {
+  for (auto& [key, row] : rows_) {
+    for (Cell& c : row.cells) c.current = 0;
+  }
+}
+
+TopModel::Row& TopModel::RowFor(const v1::SeriesData& d) {
+  std::string device = d.device(), netdev = d.netdev();
+  uint32_t port = d.port();
+  for (const v1::Port& p : ports_) {
+    if (device.empty() && !netdev.empty() && p.netdev() == netdev) {
+      device = p.device();
+      port = p.port();
+    }
+    if (netdev.empty() && !device.empty() && p.device() == device && p.port() == port) {
+      netdev = p.netdev();
+    }
+  }
+  auto it = d.labels().find("priority");
+  std::string prio = it == d.labels().end() || it->second.empty() ? "-" : it->second;
+  Row& row = rows_[{device, port, netdev, prio}];
+  row.device = device;
+  row.port = port;
+  row.netdev = netdev;
+  row.priority = prio;
+  return row;
+}
+
+void TopModel::Update(TopColumn column, const v1::SeriesResponse& series, int64_t window_ns) {
+  for (const v1::SeriesData& d : series.series()) {
+    if (column == TopColumn::kRetransmits) {
+      auto it = d.labels().find("counter");
+      if (it == d.labels().end() || !IsRetransmit(it->second)) continue;
+    }
+    // Pause frames/time per direction: the rx side is what stalls this host's
+    // sends; tx (pause requested from the peer) is summed into the same row.
+    Row& row = RowFor(d);
+    Cell& cell = row.cells[static_cast<int>(column)];
+    cell.seen = true;
+    double total = 0;
+    for (int i = 1; i < d.samples_size(); ++i) {
+      const auto& a = d.samples(i - 1);
+      const auto& b = d.samples(i);
+      if (b.raw() < a.raw() || b.ts_unix_nano() <= a.ts_unix_nano()) continue;
+      const double delta = static_cast<double>(b.raw() - a.raw()) * d.scale();
+      total += delta;
+      double rate = delta / (static_cast<double>(b.ts_unix_nano() - a.ts_unix_nano()) * 1e-9);
+      if (column == TopColumn::kPause) rate *= 100;  // percent of the interval
+      cell.peak = std::max(cell.peak, rate);
+    }
+    double current = total / (static_cast<double>(window_ns) * 1e-9);
+    if (column == TopColumn::kPause) current *= 100;
+    cell.current += current;
+  }
+}
+
+std::string TopModel::RenderHuman(int64_t now_ns) const {
+  std::string out = absl::StrCat("fabricscope top  ", FormatUnixNano(now_ns),
+                                 "   current (peak since start)   q or Ctrl-C quits\n\n");
+  absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", "PORT", "NETDEV", "PRIO"));
+  for (const char* t : kColumnTitles) absl::StrAppend(&out, absl::StrFormat(" %17s", t));
+  absl::StrAppend(&out, "\n");
+  for (const auto& [key, row] : rows_) {
+    std::string port = row.device.empty() ? "-" : absl::StrCat(row.device, "/", row.port);
+    absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", port,
+                                          row.netdev.empty() ? "-" : row.netdev, row.priority));
+    for (const Cell& c : row.cells) {
+      absl::StrAppend(&out,
+                      absl::StrFormat(" %17s", c.seen ? absl::StrCat(FormatRate(c.current), " (",
+                                                                     FormatRate(c.peak), ")")
+                                                      : "-"));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (rows_.empty()) absl::StrAppend(&out, "(no congestion series yet)\n");
+  absl::StrAppend(&out, "\ndetectors: not available in this release (Query.Events is empty)\n");
+  return out;
+}
+
+std::string TopModel::RenderJson(int64_t now_ns) const {
+  std::string out = absl::StrCat("{\"ts_unix_nano\":", now_ns, ",\"rows\":[");
+  bool first = true;
+  for (const auto& [key, row] : rows_) {
+    absl::StrAppend(&out, first ? "" : ",", "{\"device\":", JsonString(row.device),
+                    ",\"port\":", row.port, ",\"netdev\":", JsonString(row.netdev),
+                    ",\"priority\":", JsonString(row.priority));
+    first = false;
+    for (int i = 0; i < kNumTopColumns; ++i) {
+      if (!row.cells[i].seen) continue;
+      absl::StrAppend(&out, ",", JsonString(kColumnNames[i]),
+                      ":{\"current\":", JsonNumber(row.cells[i].current),
+                      ",\"peak\":", JsonNumber(row.cells[i].peak), "}");
+    }
+    absl::StrAppend(&out, "}");
+  }
+  absl::StrAppend(&out, "]}\n");
+  return out;
+}
+
+int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
+  std::ostream& out = std::cout;
+  std::ostream& err = std::cerr;
+  auto flags = Flags::Parse(args, {"iterations", "interval"});
+  if (!flags.ok()) {
+    err << "fabricscope top: " << flags.status().message() << "\n"
+        << "usage: fabricscope top [--interval DUR] [--iterations N] [--server HOST:PORT] "
+           "[--output human|json]\n";
+    return kExitUsage;
+  }
+  auto common = ParseCommon(ctx);
+  if (!common.ok()) {
+    err << "fabricscope top: " << common.status().message() << "\n";
+    return kExitUsage;
+  }
+  int64_t iterations = -1;
+  if (flags->Has("iterations") &&
+      (!absl::SimpleAtoi(flags->Get("iterations"), &iterations) || iterations <= 0)) {
+    err << "fabricscope top: --iterations must be a positive integer\n";
+    return kExitUsage;
+  }
+  auto interval = ParseSince(flags->Get("interval", "1s"));
+  if (!interval.ok()) {
+    err << "fabricscope top: --interval must be a positive duration such as 1s\n";
+    return kExitUsage;
+  }
+  const int64_t window_ns = absl::ToInt64Nanoseconds(*interval);
+
+  struct sigaction sa {};
+  sa.sa_handler = OnSigint;
+  sigaction(SIGINT, &sa, nullptr);
+  RawStdin raw;
+  const bool tty_out = isatty(STDOUT_FILENO) && &out == &std::cout;
+  auto stub = MakeQueryStub(common->server);
+  TopModel model;
+  {
+    grpc::ClientContext call;
+    call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PortsResponse ports;
+    grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &ports);
+    if (!s.ok()) {
+      err << "fabricscope top: " << common->server << ": " << s.error_message() << "\n";
+      return kExitFailure;
+    }
+    model.SetPorts(ports);
+  }
+  for (int64_t n = 0; iterations < 0 || n < iterations; ++n) {
+    const int64_t now = NowUnixNano();
+    model.BeginRefresh();
+    for (int c = 0; c < kNumTopColumns; ++c) {
+      for (const std::string& signal : ColumnSignals(static_cast<TopColumn>(c))) {
+        v1::SeriesRequest req;
+        req.set_signal(signal);
+        req.mutable_time_range()->set_from_unix_nano(static_cast<uint64_t>(now - window_ns));
+        req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now));
+        grpc::ClientContext call;
+        call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        v1::SeriesResponse resp;
+        grpc::Status s = stub->Series(&call, req, &resp);
+        if (!s.ok()) {
+          err << "fabricscope top: " << common->server << ": " << s.error_message() << "\n";
+          return kExitFailure;
+        }
+        model.Update(static_cast<TopColumn>(c), resp, window_ns);
+      }
+    }
+    if (common->json) {
+      out << model.RenderJson(now);
+    } else {
+      if (tty_out) out << "\033[H\033[2J";
+      out << model.RenderHuman(now);
+      if (!tty_out) out << "\n";
+    }
+    out.flush();
+    if (iterations >= 0 && n + 1 >= iterations) break;
+    if (WaitForQuit(static_cast<int>(window_ns / 1'000'000), raw.active())) break;
+  }
+  return kExitOk;
+}
+
+}  // namespace fabricscope::cli

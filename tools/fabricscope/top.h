@@ -1,0 +1,71 @@
+// `fabricscope top [--interval DUR] [--iterations N] [--server HOST:PORT]
+//                  [--output human|json]`
+//
+// A live view for a plain terminal (works over ssh; no curses): one row per
+// port and priority with the current rate (over the last refresh interval,
+// default 1s) and the peak per-poll-interval rate seen since `top` started,
+// for pause time (% of the interval), PFC pause frames, ECN marks, CNPs,
+// discards and retransmits (out_of_sequence, packet_seq_err,
+// local_ack_timeout_err, implied_nak_seq_err, roce_adp_retrans*). Rows come
+// from Query.Series; ports are mapped to their netdev with Query.Ports.
+// Detector states join the view when the detectors land (Query.Events is
+// empty in this release; the footer says so).
+//
+// Keys: q quits (stdin in non-canonical mode while a terminal); Ctrl-C quits
+// and restores the terminal. --iterations N stops after N refreshes (tests,
+// scripts). On a terminal the screen is redrawn in place; otherwise frames
+// are printed one after another. --output json prints one JSON object per
+// refresh: {"ts_unix_nano": N, "rows": [{"device", "port", "netdev",
+// "priority", "<column>": {"current", "peak"}...}]}.
+#pragma once
+
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fabricscope/v1/query.pb.h"
+#include "tools/fabricscope/cli.h"
+
+namespace fabricscope::cli {
+
+// The columns of the view.
+enum class TopColumn { kPause, kPfc, kEcn, kCnp, kDiscards, kRetransmits };
+inline constexpr int kNumTopColumns = 6;
+
+// Aggregates Series responses into rows; keeps peaks across refreshes.
+class TopModel {
+ public:
+  struct Cell {
+    double current = 0;
+    double peak = 0;
+    bool seen = false;
+  };
+  struct Row {
+    std::string device;
+    uint32_t port = 0;
+    std::string netdev;
+    std::string priority;  // "-" when the signals have none
+    Cell cells[kNumTopColumns];
+  };
+
+  void SetPorts(const v1::PortsResponse& ports);
+  // One refresh: `series` holds the samples of the last `window_ns` per column.
+  void Update(TopColumn column, const v1::SeriesResponse& series, int64_t window_ns);
+  // Starts a refresh: current values go back to 0 (peaks stay).
+  void BeginRefresh();
+
+  std::string RenderHuman(int64_t now_ns) const;
+  std::string RenderJson(int64_t now_ns) const;
+  size_t rows() const { return rows_.size(); }
+
+ private:
+  Row& RowFor(const v1::SeriesData& d);
+  std::vector<v1::Port> ports_;
+  std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Row> rows_;
+};
+
+int RunTop(const CliContext& ctx, const std::vector<std::string>& args);
+
+}  // namespace fabricscope::cli
