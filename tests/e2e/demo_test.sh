@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The embedded default: tools/run.sh --demo=on starts fabricscoped on fabricsim
+# (the `mixed` scenario), says so in one line, and prints where to look; the
+# counters of the simulated PFC storm (1.0-1.6 s) and incast bursts (from
+# 2.0 s) reach /metrics; SIGTERM stops the daemon with status 0, and the
+# simulator and its temporary tree go with it.
+source "$(dirname "$0")/lib.sh"
+
+[ -x "$BIN/fabricsim" ] || fail "fabricsim not built in $BIN"
+
+# A free port for gRPC (spans are pushed to a fixed port); metrics on port 0.
+GRPC_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
+  --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" \
+  >"$WORK/run.out" 2>"$WORK/daemon.log" &
+DAEMON_PID=$!
+PIDS+=("$DAEMON_PID")
+METRICS_ADDR=""
+for _ in $(seq 1 100); do
+  METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+  [ -n "$METRICS_ADDR" ] && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || fail "demo exited during startup: $(cat "$WORK/run.out")"
+  sleep 0.05
+done
+[ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+# The first scrape once the ethtool series exist (their first reading is the
+# baseline; the storm starts 1.0 s into the simulation).
+for _ in $(seq 1 30); do
+  scrape >"$WORK/m1" || fail "first scrape failed"
+  grep -q '^fabricscope_pfc_pause_seconds_total{netdev="eth2"' "$WORK/m1" && break
+  sleep 0.05
+done
+
+# One line says it runs on the simulator; the others say where to look.
+[ "$(grep -c 'running fabricscoped on a simulated fabric' "$WORK/run.out")" = 1 ] ||
+  fail "expected one 'simulated fabric' line: $(cat "$WORK/run.out")"
+for want in "fabricscope top" "fabricscope events" "fabricscope correlate --since 1m" "metrics:"; do
+  grep -qF -- "$want" "$WORK/run.out" || fail "run.out does not mention '$want'"
+done
+DEMO_DIR=$(sed -n 's/.*live tree in \(\/tmp\/fabricscope-demo\.[A-Za-z0-9]*\).*/\1/p' "$WORK/run.out")
+[ -d "$DEMO_DIR" ] || fail "demo directory '$DEMO_DIR' missing"
+SIM_PIDS=$(pgrep -P "$DAEMON_PID" || true)
+[ -n "$SIM_PIDS" ] || fail "no simulator process under the daemon"
+pgrep -f -- "--exit-with-pid=$DAEMON_PID" >/dev/null || fail "fabricsim does not watch the daemon's pid"
+grep -q 'sysfs_root=/tmp/fabricscope-demo' "$WORK/daemon.log" || fail "daemon not pointed at the demo tree"
+
+# The storm (1.0-1.6 s) and the first bursts (2.0-2.6 s) have happened by ~3.5 s.
+sleep 3.5
+kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon died"
+scrape >"$WORK/m2" || fail "second scrape failed"
+[ -s "$DEMO_DIR/ground_truth.json" ] || fail "no ground truth written"
+jq -e '.events[] | select(.kind=="pfc_storm" and .device=="mlx5_0" and .direction=="rx")' \
+  "$DEMO_DIR/ground_truth.json" >/dev/null || fail "ground truth lacks the rx PFC storm"
+
+# sum_family FILE FAMILY FILTER: the sum of a family's samples whose labels match FILTER.
+sum_family() {
+  awk -v fam="$2{" -v re="$3" 'index($0, fam) == 1 && $0 ~ re { s += $NF } END { printf "%.6f\n", s + 0 }' "$1"
+}
+grep -q '^fabricscope_pfc_pause_seconds_total{' "$WORK/m2" || fail "no fabricscope_pfc_pause_seconds_total series"
+grep -q '^fabricscope_ecn_marked_packets_total{' "$WORK/m2" || fail "no fabricscope_ecn_marked_packets_total series"
+P1=$(sum_family "$WORK/m1" fabricscope_pfc_pause_seconds_total 'netdev="eth2".*direction="rx"|direction="rx".*netdev="eth2"')
+P2=$(sum_family "$WORK/m2" fabricscope_pfc_pause_seconds_total 'netdev="eth2".*direction="rx"|direction="rx".*netdev="eth2"')
+E1=$(sum_family "$WORK/m1" fabricscope_ecn_marked_packets_total 'device="mlx5_0"')
+E2=$(sum_family "$WORK/m2" fabricscope_ecn_marked_packets_total 'device="mlx5_0"')
+echo "pfc rx pause seconds on eth2: $P1 -> $P2; ecn marked on mlx5_0: $E1 -> $E2"
+# The 600 ms storm: most of it falls between the two scrapes (the first one
+# comes well before 1.0 s unless the machine is very slow).
+awk -v a="$P1" -v b="$P2" 'BEGIN { exit !(b - a >= 0.2) }' || fail "PFC pause seconds did not move: $P1 -> $P2"
+awk -v a="$E1" -v b="$E2" 'BEGIN { exit !(b > a) }' || fail "ECN marked packets did not move: $E1 -> $E2"
+
+# Decode-step spans reach the daemon through `fabricscope push` (when the CLI is built).
+if grep -q "spans pushed to" "$WORK/run.out"; then
+  S2=$(sum_family "$WORK/m2" fabricscope_ingest_spans_total 'protocol="native".*result="accepted"')
+  echo "spans accepted: $S2"
+  awk -v n="$S2" 'BEGIN { exit !(n > 10) }' || fail "no pushed spans accepted by the daemon ($S2)"
+elif [ -x "$BIN/fabricscope" ]; then
+  fail "fabricscope is built but the demo does not push spans: $(head -n1 "$WORK/run.out")"
+fi
+
+# SIGTERM: the daemon exits 0 within 2 s; the simulator and its tree follow.
+stop_daemon
+for _ in $(seq 1 100); do
+  alive=0
+  for p in $SIM_PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
+  [ "$alive" = 0 ] && [ ! -d "$DEMO_DIR" ] && break
+  sleep 0.05
+done
+for p in $SIM_PIDS; do kill -0 "$p" 2>/dev/null && fail "simulator process $p still running after the daemon stopped"; done
+if pgrep -f -- "--exit-with-pid=$DAEMON_PID" >/dev/null; then fail "fabricsim still running after the daemon stopped"; fi
+[ ! -d "$DEMO_DIR" ] || fail "demo directory $DEMO_DIR left behind"
+
+# --demo=off runs the daemon alone (no simulator line).
+FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=off --version >"$WORK/off.out"
+grep -q "^fabricscoped " "$WORK/off.out" || fail "--demo=off did not run fabricscoped"
+if FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=sometimes 2>"$WORK/bad.err"; then
+  fail "--demo=sometimes accepted"
+fi
+grep -q "auto, on or off" "$WORK/bad.err" || fail "bad --demo value not explained"
+echo "PASS"

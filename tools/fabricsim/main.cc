@@ -1,0 +1,424 @@
+// fabricsim: a small RoCE fabric simulator. Writes a live fake sysfs tree and
+// `ethtool -S` files for fabricscoped to poll, decode-step spans as JSON lines
+// (for `fabricscope push`), the scenario's ground truth, and optionally a JSON
+// Lines recording (docs/recording.md). See tools/fabricsim/model.h for the
+// model and tools/fabricsim/scenario.h for the scenarios.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "tools/fabricsim/model.h"
+#include "tools/fabricsim/scenario.h"
+#include "tools/fabricsim/writer.h"
+
+namespace fabricsim {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+struct Flags {
+  std::string scenario = "mixed";
+  uint64_t seed = 1;
+  int ports = 2;
+  int senders = 8;
+  int64_t step_ns = 50'000;
+  std::string sysfs_root, ethtool_dir, spans_out, ground_truth, record;
+  int64_t record_interval_ns = 10'000'000;
+  int64_t duration_ns = -1;
+  int64_t steps = -1;
+  bool fast = false;
+  int64_t start_unix_ns = -1;
+  int64_t write_interval_ns = 10'000'000;
+  int exit_with_pid = 0;
+  std::string remove_on_exit;
+  bool verbose = false;
+};
+
+constexpr char kUsage[] =
+    "usage: fabricsim [--flag=value ...]\n"
+    "\n"
+    "Simulates a small RoCE fabric seen from one host with mlx5 ports and writes\n"
+    "what fabricscoped reads on a real host.\n"
+    "\n"
+    "  --scenario=NAME          scenario (default mixed; --list-scenarios)\n"
+    "  --seed=N                 random seed; same seed and start time, same output (default 1)\n"
+    "  --ports=N                local mlx5 ports mlx5_0.. / eth2.. (default 2)\n"
+    "  --senders=N              senders per switch queue (default 8)\n"
+    "  --step=DUR               model time step (default 50us)\n"
+    "  --sysfs-root=DIR         write a live /sys-like tree there (class/infiniband, class/net)\n"
+    "  --ethtool-dir=DIR        write one `ethtool -S` file per netdev there\n"
+    "  --spans-out=FILE|-       decode-step spans as JSON lines (- is stdout)\n"
+    "  --ground-truth=FILE      the scenario's injected events as JSON (rewritten as they happen)\n"
+    "  --record=FILE            a JSON Lines recording (docs/recording.md)\n"
+    "  --record-interval=DUR    recording sample interval (default 10ms)\n"
+    "  --duration=DUR           stop after this much model time\n"
+    "  --steps=N                stop after N model steps\n"
+    "  --as-fast-as-possible    do not pace to the wall clock (needs --duration or --steps)\n"
+    "  --start-unix-ns=N        unix time of model time 0 (default: now)\n"
+    "  --write-interval=DUR     live tree update period in wall time (default 10ms)\n"
+    "  --exit-with-pid=PID      stop when process PID is gone\n"
+    "  --remove-on-exit=DIR     remove DIR on exit (must hold a .fabricsim-remove-ok file)\n"
+    "  --verbose                log progress to stderr\n"
+    "  --list-scenarios         print the scenarios\n"
+    "  --help\n";
+
+absl::StatusOr<int64_t> ParseDurationNs(absl::string_view key, absl::string_view v) {
+  absl::Duration d;
+  if (!absl::ParseDuration(v, &d) || d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": '", v, "' is not a positive duration (e.g. 50us, 10ms, 5s)"));
+  }
+  return absl::ToInt64Nanoseconds(d);
+}
+
+template <typename T>
+absl::Status ParseInt(absl::string_view key, absl::string_view v, T* out, int64_t min) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(v, &x) || x < min) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": '", v, "' is not an integer >= ", min));
+  }
+  *out = static_cast<T>(x);
+  return absl::OkStatus();
+}
+
+// Returns 1 to exit 0 (help printed), 0 to run, or an error.
+absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 1;
+    }
+    if (arg == "--list-scenarios") {
+      std::fputs(Scenario::Describe().c_str(), stdout);
+      return 1;
+    }
+    if (arg == "--as-fast-as-possible") {
+      f->fast = true;
+      continue;
+    }
+    if (arg == "--verbose") {
+      f->verbose = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "--") || arg.find('=') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", arg, "' (see --help)"));
+    }
+    size_t eq = arg.find('=');
+    absl::string_view key = arg.substr(2, eq - 2);
+    absl::string_view v = arg.substr(eq + 1);
+    absl::Status s;
+    if (key == "scenario") {
+      f->scenario = std::string(v);
+    } else if (key == "seed") {
+      s = ParseInt(key, v, &f->seed, 0);
+    } else if (key == "ports") {
+      s = ParseInt(key, v, &f->ports, 1);
+    } else if (key == "senders") {
+      s = ParseInt(key, v, &f->senders, 2);
+    } else if (key == "step") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->step_ns = *d;
+    } else if (key == "sysfs-root") {
+      f->sysfs_root = std::string(v);
+    } else if (key == "ethtool-dir") {
+      f->ethtool_dir = std::string(v);
+    } else if (key == "spans-out") {
+      f->spans_out = std::string(v);
+    } else if (key == "ground-truth") {
+      f->ground_truth = std::string(v);
+    } else if (key == "record") {
+      f->record = std::string(v);
+    } else if (key == "record-interval") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->record_interval_ns = *d;
+    } else if (key == "duration") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->duration_ns = *d;
+    } else if (key == "steps") {
+      s = ParseInt(key, v, &f->steps, 1);
+    } else if (key == "start-unix-ns") {
+      s = ParseInt(key, v, &f->start_unix_ns, 0);
+    } else if (key == "write-interval") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->write_interval_ns = *d;
+    } else if (key == "exit-with-pid") {
+      s = ParseInt(key, v, &f->exit_with_pid, 1);
+    } else if (key == "remove-on-exit") {
+      f->remove_on_exit = std::string(v);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key, " (see --help)"));
+    }
+    if (!s.ok()) return s;
+  }
+  if (f->fast && f->duration_ns < 0 && f->steps < 0) {
+    return absl::InvalidArgumentError("--as-fast-as-possible needs --duration or --steps");
+  }
+  return 0;
+}
+
+int64_t WallNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Span output that never blocks the simulation: lines are queued and written
+// without blocking when the output is a pipe (a slow or absent reader must not
+// stall the live tree). Whole lines only; when more than kMaxPending bytes are
+// queued, new spans are dropped (and counted) until the reader catches up.
+class SpanSink {
+ public:
+  static constexpr size_t kMaxPending = 1 << 20;
+  // `nonblocking`: real-time mode; as fast as possible, the reader sets the pace.
+  SpanSink(int fd, bool nonblocking) : fd_(fd) {
+    struct stat st;
+    if (nonblocking && fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode)) {
+      fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    }
+  }
+  void Add(const std::string& line) {
+    if (failed_) return;
+    if (pending_.size() > kMaxPending) {
+      ++dropped_;
+      return;
+    }
+    pending_ += line;
+    pending_ += '\n';
+  }
+  // Writes what the reader takes now (blocks only on a regular file).
+  void Flush() {
+    while (!failed_ && !pending_.empty()) {
+      ssize_t n = write(fd_, pending_.data(), pending_.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) failed_ = true;  // EPIPE: reader gone
+        return;
+      }
+      pending_.erase(0, static_cast<size_t>(n));
+    }
+  }
+  uint64_t dropped() const { return dropped_; }
+  bool failed() const { return failed_; }
+
+ private:
+  int fd_;
+  std::string pending_;
+  uint64_t dropped_ = 0;
+  bool failed_ = false;
+};
+
+void RemoveOnExit(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / ".fabricsim-remove-ok", ec)) {
+    std::fprintf(stderr, "fabricsim: not removing %s: no .fabricsim-remove-ok marker\n",
+                 dir.c_str());
+    return;
+  }
+  std::filesystem::remove_all(dir, ec);
+}
+
+int Run(const Flags& f) {
+  auto scenario = Scenario::Make(f.scenario, f.ports);
+  if (!scenario.ok()) {
+    std::fprintf(stderr, "fabricsim: %s\n", std::string(scenario.status().message()).c_str());
+    return 2;
+  }
+  FabricOptions options;
+  options.ports = f.ports;
+  options.senders = f.senders;
+  options.step_ns = f.step_ns;
+  options.seed = f.seed;
+  Fabric fabric(options, &*scenario);
+
+  const int64_t start_unix_ns = f.start_unix_ns >= 0 ? f.start_unix_ns : WallNowNs();
+  int64_t end_ns = std::numeric_limits<int64_t>::max();
+  if (f.duration_ns > 0) end_ns = f.duration_ns;
+  if (f.steps > 0) end_ns = std::min(end_ns, f.steps * f.step_ns);
+
+  int spans_fd = -1;
+  if (f.spans_out == "-") {
+    spans_fd = STDOUT_FILENO;
+  } else if (!f.spans_out.empty()) {
+    spans_fd = open(f.spans_out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (spans_fd < 0) {
+      std::fprintf(stderr, "fabricsim: --spans-out %s: %s\n", f.spans_out.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  }
+  std::unique_ptr<SpanSink> spans;
+  if (spans_fd >= 0) spans = std::make_unique<SpanSink>(spans_fd, !f.fast);
+  std::FILE* record = nullptr;
+  if (!f.record.empty()) {
+    record = std::fopen(f.record.c_str(), "w");
+    if (record == nullptr) {
+      std::fprintf(stderr, "fabricsim: --record %s: %s\n", f.record.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+  std::unique_ptr<RecordingWriter> recorder;
+  if (record != nullptr) recorder = std::make_unique<RecordingWriter>(record, start_unix_ns);
+  TreeWriter tree(f.sysfs_root, f.ethtool_dir);
+  const bool write_tree = !f.sysfs_root.empty() || !f.ethtool_dir.empty();
+  std::string gt_tmp;
+  if (!f.ground_truth.empty()) {
+    std::filesystem::path p(f.ground_truth);
+    gt_tmp = p.has_parent_path() ? p.parent_path().string() : ".";
+  }
+
+  auto flush_spans = [&]() {
+    for (const SpanRecord& span : fabric.TakeSpans()) {
+      std::string json =
+          SpanJson(span, fabric.ports()[span.port_index], start_unix_ns, scenario->name());
+      if (spans) spans->Add(json);
+      if (recorder) recorder->Span(json);
+    }
+  };
+  int64_t next_sample = 0;
+  auto run_to = [&](int64_t t) {
+    while (recorder && next_sample <= t) {
+      fabric.AdvanceTo(next_sample);
+      flush_spans();
+      recorder->Sample(fabric);
+      next_sample += f.record_interval_ns;
+    }
+    fabric.AdvanceTo(t);
+    flush_spans();
+  };
+  size_t gt_signature = std::numeric_limits<size_t>::max();
+  auto write_ground_truth = [&](bool finished) {
+    if (f.ground_truth.empty()) return;
+    // Rewrite only when an event started or ended (or at the end).
+    size_t sig = 0;
+    for (const GroundTruthEvent& e : scenario->GroundTruth(fabric.now_ns(), 0)) {
+      sig += 1 + (e.end_ns <= fabric.now_ns() ? 1 : 0);
+    }
+    if (!finished && sig == gt_signature) return;
+    gt_signature = sig;
+    auto s = WriteFileAtomic(
+        gt_tmp, f.ground_truth,
+        GroundTruthJson(*scenario, f.seed, fabric, start_unix_ns, fabric.now_ns(), finished));
+    if (!s.ok()) std::fprintf(stderr, "fabricsim: %s\n", std::string(s.message()).c_str());
+  };
+
+  if (f.verbose) {
+    std::fprintf(stderr, "fabricsim: scenario=%s seed=%llu ports=%d sysfs-root=%s ethtool-dir=%s\n",
+                 scenario->name().c_str(), static_cast<unsigned long long>(f.seed), f.ports,
+                 f.sysfs_root.c_str(), f.ethtool_dir.c_str());
+  }
+  const auto wall_start = std::chrono::steady_clock::now();
+  const int64_t batch_ns = f.fast ? 100'000'000 : f.write_interval_ns;
+  int rc = 0;
+  for (int64_t batch = 1; !g_stop.load(); ++batch) {
+    int64_t target;
+    if (f.fast) {
+      target = std::min(end_ns, fabric.now_ns() + batch_ns);
+    } else {
+      auto elapsed = std::chrono::steady_clock::now() - wall_start;
+      target = std::min<int64_t>(
+          end_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+    }
+    run_to(target);
+    if (write_tree) {
+      if (auto s = tree.Write(fabric); !s.ok()) {
+        std::fprintf(stderr, "fabricsim: %s\n", std::string(s.message()).c_str());
+        rc = 1;
+        break;
+      }
+    }
+    if (spans) spans->Flush();
+    write_ground_truth(false);
+    if (target >= end_ns) break;
+    if (f.exit_with_pid > 0 && kill(f.exit_with_pid, 0) != 0 && errno == ESRCH) {
+      if (f.verbose)
+        std::fprintf(stderr, "fabricsim: process %d is gone; stopping\n", f.exit_with_pid);
+      break;
+    }
+    if (!f.fast) {
+      auto deadline = wall_start + std::chrono::nanoseconds(batch * batch_ns);
+      auto wait = deadline - std::chrono::steady_clock::now();
+      if (wait > std::chrono::nanoseconds(0)) {
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+        timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+        nanosleep(&ts, nullptr);  // a signal cuts it short; the loop re-checks g_stop
+      } else {
+        batch = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - wall_start)
+                    .count() /
+                batch_ns;  // fell behind: skip missed batches, never accumulate
+      }
+    }
+  }
+  write_ground_truth(true);
+  if (spans) {
+    // What is left: written out, except to a pipe in real-time mode (the
+    // reader may be gone with the daemon).
+    spans->Flush();
+    if (spans->dropped() > 0) {
+      std::fprintf(stderr, "fabricsim: %llu spans dropped (the span reader was too slow)\n",
+                   static_cast<unsigned long long>(spans->dropped()));
+    }
+    if (spans_fd != STDOUT_FILENO) close(spans_fd);
+  }
+  if (record != nullptr) {
+    if (std::fclose(record) != 0 || !recorder->ok()) {
+      std::fprintf(stderr, "fabricsim: writing --record %s failed\n", f.record.c_str());
+      rc = 1;
+    }
+  }
+  if (f.verbose) {
+    std::fprintf(stderr, "fabricsim: stopped at model time %.3f s, %llu files written\n",
+                 static_cast<double>(fabric.now_ns()) / 1e9,
+                 static_cast<unsigned long long>(tree.files_written()));
+  }
+  RemoveOnExit(f.remove_on_exit);
+  return rc;
+}
+
+}  // namespace
+}  // namespace fabricsim
+
+int main(int argc, char** argv) {
+  using namespace fabricsim;
+  Flags flags;
+  auto parsed = ParseFlags(argc, argv, &flags);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "fabricsim: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  if (*parsed == 1) return 0;
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return Run(flags);
+}

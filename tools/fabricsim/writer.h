@@ -1,0 +1,111 @@
+// fabricsim output: the counter file sets of a modelled port (shared by the
+// live tree and the recording, so both always agree), the live fake
+// sysfs/ethtool tree, the JSON Lines recording, spans and ground truth as JSON.
+//
+// Thread-safety: none; one thread drives each writer.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "tools/fabricsim/model.h"
+#include "tools/fabricsim/scenario.h"
+
+namespace fabricsim {
+
+struct CounterValue {
+  std::string name;
+  uint64_t value;
+};
+
+// The counter files of one port, in the driver's names, units and widths
+// (Q-counters wrap at 32 bits, IB PMA error counters saturate).
+std::vector<CounterValue> HwCounters(const PortCounters& c);   // hw_counters/* (no lifespan)
+std::vector<CounterValue> PmaCounters(const PortCounters& c);  // counters/*
+// `ethtool -S` names, in mlx5 order; per-priority pause names only for the
+// PFC-enabled priority.
+std::vector<CounterValue> EthtoolCounters(const PortCounters& c, int pfc_priority);
+// ethtool netlink FEC statistics (total only).
+std::vector<CounterValue> FecCounters(const PortCounters& c);
+// The `ethtool -S` text of a port: "NIC statistics:" then 5-space indented lines.
+std::string EthtoolText(const PortCounters& c, int pfc_priority);
+
+// The hw_counters names read on the daemon's hot tier (recorded every sample).
+const std::vector<std::string>& HotCounterNames();
+
+// Writes `content` to `path` atomically: a temporary file in `tmp_dir` (same
+// file system, a directory readers do not list) renamed over `path`.
+absl::Status WriteFileAtomic(const std::string& tmp_dir, const std::string& path,
+                             absl::string_view content);
+
+// The live tree: `sysfs_root` laid out like /sys for mlx5 RoCE ports
+// (class/infiniband/<dev>/..., class/net/<netdev>/...) and `ethtool_dir` with
+// one `ethtool -S` file per netdev. Either may be empty (not written).
+//
+// Counter files (hw_counters/*, counters/*) are updated in place (pwrite at
+// offset 0, like a sysfs file's content changes under an open descriptor):
+// fabricscoped keeps them open and preads them, and would never see a renamed
+// replacement. A value that gets shorter (a 32-bit wrap) is truncated after
+// the write. Every other file (state, ethtool -S text, ...) is replaced
+// atomically (WriteFileAtomic), since readers open those per read.
+// Only files whose content changed are rewritten; the IB PMA counters/ files
+// (a slow-tier read) only on every 10th Write().
+class TreeWriter {
+ public:
+  TreeWriter(std::string sysfs_root, std::string ethtool_dir)
+      : sysfs_root_(std::move(sysfs_root)), ethtool_dir_(std::move(ethtool_dir)) {}
+  ~TreeWriter();
+  TreeWriter(const TreeWriter&) = delete;
+  TreeWriter& operator=(const TreeWriter&) = delete;
+  absl::Status Write(const Fabric& fabric);
+  // Files written (not skipped as unchanged) so far.
+  uint64_t files_written() const { return files_written_; }
+
+ private:
+  absl::Status Put(const std::string& tmp_dir, const std::string& path, const std::string& content);
+  absl::Status PutInPlace(const std::string& path, const std::string& content);
+  absl::Status WriteStatic(const Fabric& fabric);
+
+  std::string sysfs_root_, ethtool_dir_;
+  bool static_done_ = false;
+  uint64_t writes_ = 0;
+  std::map<std::string, std::string> last_;
+  std::map<std::string, int> fds_;  // counter files, kept open
+  uint64_t files_written_ = 0;
+};
+
+// A span as one JSON object (the `fabricscope push` input line, and the value
+// of {"span": ...} in a recording).
+std::string SpanJson(const SpanRecord& span, const PortInfo& port, int64_t start_unix_ns,
+                     absl::string_view scenario);
+
+// The ground-truth document. `end_unix_ns` < 0 writes null (run in progress);
+// events still running at `now_ns` get "end_unix_nano": null too.
+std::string GroundTruthJson(const Scenario& scenario, uint64_t seed, const Fabric& fabric,
+                            int64_t start_unix_ns, int64_t now_ns, bool finished);
+
+// JSON Lines recording (docs/recording.md). Every `interval` of model time it
+// writes the hot hw_counters; every 10 intervals the other hw_counters, the
+// ethtool and FEC counters; every 100 intervals the IB PMA counters/.
+class RecordingWriter {
+ public:
+  RecordingWriter(std::FILE* out, int64_t start_unix_ns)
+      : out_(out), start_unix_ns_(start_unix_ns) {}
+  void Sample(const Fabric& fabric);
+  void Span(const std::string& span_json);
+  bool ok() const { return ok_; }
+
+ private:
+  void Line(const std::string& line);
+  std::FILE* out_;
+  int64_t start_unix_ns_;
+  uint64_t samples_ = 0;
+  bool ok_ = true;
+};
+
+}  // namespace fabricsim
