@@ -82,6 +82,19 @@ extern const MetricSpec& kNetdevBytes;
 extern const MetricSpec& kNetdevPackets;
 extern const MetricSpec& kNetdevDrops;
 extern const MetricSpec& kNetdevErrors;
+extern const MetricSpec& kPfcPauseFrames;
+extern const MetricSpec& kPfcPauseSeconds;
+extern const MetricSpec& kPfcPauseTransitions;
+extern const MetricSpec& kPauseStormEvents;
+extern const MetricSpec& kRxBufferPassedThreshold;
+extern const MetricSpec& kFecCorrectedBlocks;
+extern const MetricSpec& kFecUncorrectableBlocks;
+extern const MetricSpec& kPhyCorrectedBits;
+extern const MetricSpec& kPhySymbolErrors;
+extern const MetricSpec& kLinkDownEvents;
+extern const MetricSpec& kPfcEnabled;
+extern const MetricSpec& kEcnEnabled;
+extern const MetricSpec& kHwCountersLifespan;
 }  // namespace families
 
 }  // namespace fabricscope

@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "daemon/correlate/correlator.h"
+#include "daemon/ingest/span_kind.h"
 
 namespace fabricscope {
 namespace {
@@ -168,6 +170,161 @@ const std::vector<Option>& Options() {
            return absl::InvalidArgumentError("expected a number > 1");
          }
          c->burst_factor = f;
+         return absl::OkStatus();
+       }},
+      {"max-span-age", "DURATION",
+       "Spans that ended longer ago than DURATION are rejected at ingest (too_old) and evicted "
+       "from the span store.",
+       false, [](const Config& c) { return DurationText(c.max_span_age); },
+       DurationSetter(&Config::max_span_age)},
+      {"span-memory", "BYTES",
+       "Memory budget of the span store, e.g. 64MiB; when full the oldest spans are evicted "
+       "(counted). At least 1MiB.",
+       false, [](const Config& c) { return FormatBytes(c.span_memory_bytes); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto b = ParseByteSize(v);
+         if (!b.ok()) return b.status();
+         if (*b < (1ull << 20)) return absl::InvalidArgumentError("must be at least 1MiB");
+         c->span_memory_bytes = *b;
+         return absl::OkStatus();
+       }},
+      {"max-spans-per-request", "N",
+       "Spans in one ingest request (or stream message); a larger request fails with "
+       "INVALID_ARGUMENT. 1 to 1000000.",
+       false, [](const Config& c) { return absl::StrCat(c.max_spans_per_request); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         uint64_t n;
+         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 1000000) {
+           return absl::InvalidArgumentError("expected an integer from 1 to 1000000");
+         }
+         c->max_spans_per_request = n;
+         return absl::OkStatus();
+       }},
+      {"max-attributes-per-span", "N",
+       "Attributes of one span; a span with more is rejected (too_many_attributes). 1 to 10000.",
+       false, [](const Config& c) { return absl::StrCat(c.max_attributes_per_span); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         uint64_t n;
+         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000) {
+           return absl::InvalidArgumentError("expected an integer from 1 to 10000");
+         }
+         c->max_attributes_per_span = n;
+         return absl::OkStatus();
+       }},
+      {"max-attribute-bytes", "BYTES",
+       "Key plus value length of one span attribute (and the span name); a span with a longer "
+       "one is rejected (attribute_too_large). 16B to 1MiB.",
+       false, [](const Config& c) { return FormatBytes(c.max_attribute_bytes); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto b = ParseByteSize(v);
+         if (!b.ok()) return b.status();
+         if (*b < 16 || *b > (1ull << 20)) {
+           return absl::InvalidArgumentError("must be from 16 bytes to 1MiB");
+         }
+         c->max_attribute_bytes = *b;
+         return absl::OkStatus();
+       }},
+      {"span-kind-patterns", "LIST",
+       "Span kind from the span name for spans without an explicit kind or fabricscope.kind "
+       "attribute: REGEX=KIND entries separated by ';' (case-insensitive search, first match "
+       "wins), tried before the built-in patterns for common inference span names. KIND: "
+       "request, prefill, decode_step, kv_transfer, collective, other.",
+       false, [](const Config& c) { return c.span_kind_patterns; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto p = ParseSpanKindPatterns(v);
+         if (!p.ok()) return p.status();
+         c->span_kind_patterns = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"baseline-window", "DURATION",
+       "Correlation baseline: a span's counter rates are compared with the DURATION before it.",
+       false, [](const Config& c) { return DurationText(c.baseline_window); },
+       DurationSetter(&Config::baseline_window)},
+      {"stall-thresholds", "LIST",
+       "Per span name, the duration at which a span counts as a stall (besides "
+       "fabricscope.stall=true), e.g. \"decode_step=200ms,kv_transfer=1s\".",
+       false, [](const Config& c) { return StallPolicy::Format(c.stall_thresholds); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto t = StallPolicy::Parse(v);
+         if (!t.ok()) return t.status();
+         c->stall_thresholds = *std::move(t);
+         return absl::OkStatus();
+       }},
+      {"max-span-names", "N",
+       "Distinct span names in the name label of the span aggregates; further names count as "
+       "name=\"other\". 1 to 10000.",
+       false, [](const Config& c) { return absl::StrCat(c.max_span_names); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         uint64_t n;
+         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000) {
+           return absl::InvalidArgumentError("expected an integer from 1 to 10000");
+         }
+         c->max_span_names = n;
+         return absl::OkStatus();
+       }},
+      {"correlate-rate-factor", "FACTOR",
+       "A congestion signal is anomalous in a span when its rate is at least FACTOR times its "
+       "baseline rate (and above its floor). A number >= 1.",
+       false, [](const Config& c) { return absl::StrCat(c.correlate_rate_factor); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         double f;
+         if (!absl::SimpleAtod(v, &f) || !(f >= 1.0) || f > 1e6) {
+           return absl::InvalidArgumentError("expected a number >= 1");
+         }
+         c->correlate_rate_factor = f;
+         return absl::OkStatus();
+       }},
+      {"correlate-pause-fraction", "FRACTION",
+       "A port/priority paused for at least FRACTION of a span makes the span's verdict fabric. "
+       "A number in (0, 1].",
+       false, [](const Config& c) { return absl::StrCat(c.correlate_pause_fraction); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         double f;
+         if (!absl::SimpleAtod(v, &f) || !(f > 0) || f > 1) {
+           return absl::InvalidArgumentError("expected a number in (0, 1]");
+         }
+         c->correlate_pause_fraction = f;
+         return absl::OkStatus();
+       }},
+      {"correlate-floors", "LIST",
+       "Per signal class, the rate (events per second) below which it is never anomalous: "
+       "CLASS=RATE pairs overriding the defaults shown. Classes: pause, pause_frames, "
+       "pause_storm, ecn, cnp, discards, drops, retransmits, port_errors, xmit_wait, fec.",
+       false,
+       [](const Config& c) {
+         auto floors = CorrelationOptions::DefaultFloors();
+         (void)ParseFloors(c.correlate_floors, &floors);
+         return FormatFloors(floors);
+       },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto floors = CorrelationOptions::DefaultFloors();
+         if (auto s = ParseFloors(v, &floors); !s.ok()) return s;
+         c->correlate_floors = std::string(v);
+         return absl::OkStatus();
+       }},
+      {"correlate-min-coverage", "FRACTION",
+       "A span is clean only when every congestion series in its scope has samples covering at "
+       "least FRACTION of it; otherwise unknown. A number in (0, 1].",
+       false, [](const Config& c) { return absl::StrCat(c.correlate_min_coverage); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         double f;
+         if (!absl::SimpleAtod(v, &f) || !(f > 0) || f > 1) {
+           return absl::InvalidArgumentError("expected a number in (0, 1]");
+         }
+         c->correlate_min_coverage = f;
+         return absl::OkStatus();
+       }},
+      {"correlate-queue", "N",
+       "Spans waiting for their window to be polled before the correlation worker counts them in "
+       "the span aggregates (bounded; the worker stops reading the span store when full). 1 to "
+       "10000000.",
+       false, [](const Config& c) { return absl::StrCat(c.correlate_queue); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         uint64_t n;
+         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000000) {
+           return absl::InvalidArgumentError("expected an integer from 1 to 10000000");
+         }
+         c->correlate_queue = n;
          return absl::OkStatus();
        }},
   };

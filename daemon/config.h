@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 #include "absl/strings/string_view.h"
 
@@ -68,6 +69,24 @@ struct Config {
   uint64_t store_memory_bytes = 256ull << 20;
   absl::Duration peak_window = absl::Seconds(15);
   double burst_factor = 8.0;
+
+  // Span ingest (daemon/ingest/span_validation.h documents the limits).
+  absl::Duration max_span_age = absl::Hours(1);
+  uint64_t span_memory_bytes = 64ull << 20;
+  uint64_t max_spans_per_request = 10000;
+  uint64_t max_attributes_per_span = 64;
+  uint64_t max_attribute_bytes = 4096;
+  std::string span_kind_patterns;  // "REGEX=KIND;..." tried before the defaults
+
+  // Correlation (daemon/correlate/correlator.h documents the rules).
+  absl::Duration baseline_window = absl::Seconds(10);
+  std::vector<std::pair<std::string, absl::Duration>> stall_thresholds;
+  uint64_t max_span_names = 100;
+  double correlate_rate_factor = 3.0;
+  double correlate_pause_fraction = 0.05;
+  std::string correlate_floors;  // "class=rate,..." overrides of the built-in floors
+  double correlate_min_coverage = 0.9;
+  uint64_t correlate_queue = 65536;
 };
 
 // What the command line asked for besides configuration.

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/version.h"
@@ -64,6 +66,7 @@ Daemon::Daemon(CommandLine command_line, Clock* clock)
     : command_line_(std::move(command_line)), config_(command_line_.config), clock_(clock) {}
 
 Daemon::~Daemon() {
+  if (grpc_server_) grpc_server_->Shutdown(absl::Milliseconds(100));
   if (scheduler_) scheduler_->Stop();
   exporter_.reset();
 }
@@ -101,6 +104,59 @@ absl::Status Daemon::Init() {
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 
+  // Span ingest: the span store, the ingester and its two gRPC adapters.
+  span_store_ = std::make_unique<SpanStore>(
+      SpanStoreOptions{.memory_bytes = config_.span_memory_bytes, .max_age = config_.max_span_age},
+      clock_, &metrics_);
+  auto patterns = ParseSpanKindPatterns(config_.span_kind_patterns);
+  if (!patterns.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("span-kind-patterns: ", patterns.status().message()));
+  }
+  auto classifier = SpanKindClassifier::Create(*std::move(patterns));
+  if (!classifier.ok()) return classifier.status();
+  IngestLimits limits;
+  limits.max_spans_per_request = static_cast<uint32_t>(config_.max_spans_per_request);
+  limits.max_attributes_per_span = static_cast<uint32_t>(config_.max_attributes_per_span);
+  limits.max_attribute_bytes = static_cast<uint32_t>(config_.max_attribute_bytes);
+  limits.max_span_age = config_.max_span_age;
+  ingester_ = std::make_unique<SpanIngester>(limits, *std::move(classifier), span_store_.get(),
+                                             clock_, &metrics_);
+  ingest_service_ = std::make_unique<IngestService>(ingester_.get());
+  otlp_service_ = std::make_unique<OtlpTraceService>(ingester_.get());
+  grpc_server_ = std::make_unique<GrpcServer>(config_.grpc_listen);
+  grpc_server_->AddService(ingest_service_.get());
+  grpc_server_->AddService(otlp_service_.get());
+  // Register further gRPC services here (before Start).
+  {
+    // Correlation (daemon/correlate/correlator.h). The slowest counter tier
+    // bounds both how long a span waits for its window to be polled and the
+    // longest interval between two samples that is not a gap.
+    const absl::Duration slowest =
+        std::max({config_.hot_interval, config_.medium_interval, config_.slow_interval});
+    CorrelationOptions copt;
+    copt.baseline_window = config_.baseline_window;
+    copt.rate_factor = config_.correlate_rate_factor;
+    copt.pause_fraction_threshold = config_.correlate_pause_fraction;
+    copt.min_coverage = config_.correlate_min_coverage;
+    copt.max_sample_gap = 2 * slowest + absl::Seconds(1);
+    if (auto s = ParseFloors(config_.correlate_floors, &copt.floors); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("correlate-floors: ", s.message()));
+    }
+    correlator_ =
+        std::make_unique<Correlator>(store_.get(), copt, StallPolicy(config_.stall_thresholds));
+    span_aggregates_ = std::make_unique<SpanAggregates>(&metrics_, config_.max_span_names);
+    CorrelationWorkerOptions wopt;
+    wopt.settle_delay = slowest + config_.hot_interval + absl::Milliseconds(100);
+    wopt.queue_limit = config_.correlate_queue;
+    correlation_worker_ = std::make_unique<CorrelationWorker>(
+        span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
+    query_service_ =
+        std::make_unique<QueryService>(span_store_.get(), correlator_.get(), store_.get(), clock_);
+    grpc_server_->AddService(query_service_.get());
+  }
+  if (auto s = grpc_server_->Start(); !s.ok()) return s;
+
   Log(LogLevel::kInfo, "daemon", "fabricscoped starting",
       {{"version", kVersion},
        {"revision", kRevision},
@@ -109,6 +165,7 @@ absl::Status Daemon::Init() {
        {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
   Log(LogLevel::kInfo, "daemon", "serving metrics",
       {{"address", exporter_->address()}, {"path", "/metrics"}});
+  Log(LogLevel::kInfo, "daemon", "serving grpc", {{"address", grpc_server_->address()}});
   return absl::OkStatus();
 }
 
@@ -137,6 +194,7 @@ void Daemon::Reload() {
 
 int Daemon::Run() {
   scheduler_->Start();
+  correlation_worker_->Start();
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -152,6 +210,9 @@ int Daemon::Run() {
     Log(LogLevel::kInfo, "daemon", "stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
     break;
   }
+  // Bounded: calls still in flight after 200 ms are cancelled.
+  grpc_server_->Shutdown(absl::Milliseconds(200));
+  correlation_worker_->Stop();
   scheduler_->Stop();
   exporter_.reset();
   Log(LogLevel::kInfo, "daemon", "stopped");

@@ -2,6 +2,10 @@
 //
 //   collectors --(Poll via Scheduler tier threads)--> Store
 //   Store --(snapshots)--> PrometheusExporter (civetweb threads)
+//   gRPC clients --(Ingest, OTLP Export on GrpcServer threads)--> SpanIngester
+//     --> SpanStore (bounded ring, --span-memory) --> correlator / Query service
+//   SpanStore --(tailed by CorrelationWorker, once each span's window was
+//     polled)--> Correlator(Store) --> span aggregates on /metrics
 //
 // Run() blocks the calling thread in a signal loop: SIGTERM/SIGINT stop the
 // daemon (bounded: the scheduler stops within one collector poll, the HTTP
@@ -21,8 +25,17 @@
 #include "collectors/registry.h"
 #include "daemon/clock.h"
 #include "daemon/config.h"
+#include "daemon/correlate/correlation_worker.h"
+#include "daemon/correlate/correlator.h"
+#include "daemon/correlate/span_aggregates.h"
+#include "daemon/ingest/span_ingester.h"
 #include "daemon/metrics.h"
 #include "daemon/scheduler.h"
+#include "daemon/service/grpc_server.h"
+#include "daemon/service/ingest_service.h"
+#include "daemon/service/otlp_trace_service.h"
+#include "daemon/service/query_service.h"
+#include "daemon/spans/span_store.h"
 #include "daemon/store/store.h"
 #include "exporters/prometheus_exporter.h"
 
@@ -40,6 +53,9 @@ class Daemon {
   int Run();
 
   const std::string& metrics_address() const { return exporter_->address(); }
+  // The bound gRPC address (real port when --grpc-listen used port 0).
+  const std::string& grpc_address() const { return grpc_server_->address(); }
+  SpanStore* span_store() { return span_store_.get(); }
 
  private:
   void Reload();
@@ -53,6 +69,20 @@ class Daemon {
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<PrometheusExporter> exporter_;
+  // Span ingest. Declared after what they use and before grpc_server_, so the
+  // server (declared last) is destroyed first.
+  std::unique_ptr<SpanStore> span_store_;
+  std::unique_ptr<SpanIngester> ingester_;
+  std::unique_ptr<IngestService> ingest_service_;
+  std::unique_ptr<OtlpTraceService> otlp_service_;
+  // Other gRPC services (the Query service) go here, before grpc_server_.
+  // Correlation: the correlator (on demand, for Query.Correlate) and the
+  // worker that correlates every span once for the span aggregates.
+  std::unique_ptr<Correlator> correlator_;
+  std::unique_ptr<SpanAggregates> span_aggregates_;
+  std::unique_ptr<CorrelationWorker> correlation_worker_;
+  std::unique_ptr<QueryService> query_service_;
+  std::unique_ptr<GrpcServer> grpc_server_;
 };
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (and so in every

@@ -39,7 +39,8 @@ start_daemon() {
 scrape() { curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"; }
 
 # metric_value NAME_WITH_LABELS FILE: the value of one exposition line.
-metric_value() { grep -F "$1 " "$2" | head -n1 | awk '{print $NF}'; }
+# Prints nothing (and succeeds) when the line is absent.
+metric_value() { { grep -F "$1 " "$2" || true; } | head -n1 | awk '{print $NF}'; }
 
 # stop_daemon: SIGTERM, must exit 0 within 2 s.
 stop_daemon() {
