@@ -84,7 +84,8 @@ size_t CorrelationWorker::RunOnce() {
   }
   const int64_t now = clock_->RealtimeNs();
   size_t done = 0;
-  while (!queue_.empty() && queue_.top().due_ns <= now) {
+  // Checks the stop signal per span: a backlog must not hold up SIGTERM.
+  while (!queue_.empty() && queue_.top().due_ns <= now && !stop_.Notified()) {
     SpanRef span = queue_.top().span;
     queue_.pop();
     const auto t0 = std::chrono::steady_clock::now();
