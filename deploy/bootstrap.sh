@@ -15,7 +15,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
-  prometheus prometheus-node-exporter iproute2 ethtool procps curl
+  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq python3
 )
 
 missing=()
