@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds fabricscope and runs every test: the release build, then the
-# ASan/UBSan build and the TSan build (presets in CMakePresets.json).
-# Usage: tests/run_all.sh [PRESET...]   (default: release debug-asan tsan)
+# ASan/UBSan build (presets in CMakePresets.json).
+#
+# Usage: tests/run_all.sh [PRESET...]   (default: release debug-asan)
+#
+# The tsan preset is not in the default set: building the whole tree a third
+# time would take CI past its time budget on 2 cores. Run it explicitly with
+# `tests/run_all.sh tsan` (see ARCHITECTURE.md, "Sanitizers").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(release debug-asan tsan)
+[ ${#presets[@]} -gt 0 ] || presets=(release debug-asan)
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
