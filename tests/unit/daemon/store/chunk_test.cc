@@ -128,7 +128,10 @@ TEST(ChunkTest, RandomSequencesRoundTrip) {
           if (rng() % 500 == 0) v = rng() % 10;
           break;
         case 3:  // random bucket boundaries for both codes
-          ts += static_cast<int64_t>(uint64_t{1} << (rng() % 63)) * ((rng() & 1) ? 1 : -1);
+          // Wrapping on purpose (two's complement), without signed overflow.
+          ts = static_cast<int64_t>(
+              static_cast<uint64_t>(ts) +
+              ((rng() & 1) ? (uint64_t{1} << (rng() % 63)) : -(uint64_t{1} << (rng() % 63))));
           v += (uint64_t{1} << (rng() % 64)) - (rng() & 1);
           break;
         default:  // equal timestamps and constant runs
