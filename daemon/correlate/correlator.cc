@@ -283,7 +283,10 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
       if (samples.empty()) ++uncovered_empty;
       const double floor = options_.floors[static_cast<int>(cls)];
       if (cls == SignalClass::kPause) {
-        sc.pause_fraction = sc.stats.rate;  // pause seconds per covered second
+        // Pause seconds per covered second; sample-time jitter can push the
+        // ratio past 1, but a port cannot be paused for more than all of it.
+        sc.pause_fraction = std::clamp(sc.stats.rate, 0.0, 1.0);
+        sc.stats.peak_rate = std::clamp(sc.stats.peak_rate, 0.0, 1.0);
         sc.score = sc.pause_fraction / options_.pause_fraction_threshold;
         sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0 && sc.stats.rate >= floor;
       } else {
