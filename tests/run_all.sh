@@ -15,12 +15,23 @@ presets=("$@")
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}"
+
+# Under TSan, tests that run a gRPC server in-process or the daemon's gRPC
+# ingest path under span load still report races between threads of Debian's
+# uninstrumented gRPC and Abseil (handoffs TSan cannot see; tests/tsan.supp
+# covers the rest). They run in the release and ASan builds.
+TSAN_EXCLUDE='IngestGrpcTest|GrpcServerTest|QueryServiceTest.OverGrpc|e2e_correlate|e2e_otlp_ingest'
 
 for preset in "${presets[@]}"; do
   echo "=== $preset: configure and build ==="
   cmake --preset "$preset" -DFABRICSCOPE_BUILD_TESTS=ON >/dev/null
   cmake --build --preset "$preset"
   echo "=== $preset: test ==="
-  ctest --preset "$preset" --timeout 600
+  if [ "$preset" = tsan ]; then
+    echo "(tsan: not run here, see above: $TSAN_EXCLUDE)"
+    ctest --preset "$preset" --timeout 600 -E "$TSAN_EXCLUDE"
+  else
+    ctest --preset "$preset" --timeout 600
+  fi
 done
