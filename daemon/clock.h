@@ -80,8 +80,8 @@ class FakeClock final : public Clock {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  SteadyTime steady_;                  // guarded by mu_
-  int64_t realtime_ns_;                // guarded by mu_
+  SteadyTime steady_;                   // guarded by mu_
+  int64_t realtime_ns_;                 // guarded by mu_
   std::multiset<SteadyTime> sleepers_;  // guarded by mu_
 };
 
