@@ -61,6 +61,55 @@ std::function<absl::Status(absl::string_view, Config*)> StringSetter(Field field
   };
 }
 
+// Detector options (Config::detect): a number within [lo, hi] or a duration.
+Option DetectNumber(const char* name, const char* help, double DetectorOptions::*field, double lo,
+                    double hi) {
+  return {name,
+          "NUMBER",
+          absl::StrCat(help, " From ", lo, " to ", hi, "."),
+          false,
+          [field](const Config& c) { return absl::StrCat(c.detect.*field); },
+          [field, lo, hi](absl::string_view v, Config* c) -> absl::Status {
+            double f;
+            if (!absl::SimpleAtod(v, &f) || !(f >= lo) || !(f <= hi)) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("expected a number from ", lo, " to ", hi));
+            }
+            c->detect.*field = f;
+            return absl::OkStatus();
+          }};
+}
+
+Option DetectDuration(const char* name, const char* help, absl::Duration DetectorOptions::*field) {
+  return {name,
+          "DURATION",
+          help,
+          false,
+          [field](const Config& c) { return DurationText(c.detect.*field); },
+          [field](absl::string_view v, Config* c) -> absl::Status {
+            auto d = ParsePositiveDuration(v);
+            if (!d.ok()) return d.status();
+            c->detect.*field = *d;
+            return absl::OkStatus();
+          }};
+}
+
+Option DetectList(const char* name, const char* help,
+                  std::vector<std::string> DetectorOptions::*field) {
+  return {name,
+          "LIST",
+          help,
+          false,
+          [field](const Config& c) { return absl::StrJoin(c.detect.*field, ","); },
+          [field](absl::string_view v, Config* c) -> absl::Status {
+            DetectorOptions d = c->detect;
+            d.*field = SplitList(v);
+            if (auto s = d.Validate(); !s.ok()) return s;
+            c->detect.*field = d.*field;
+            return absl::OkStatus();
+          }};
+}
+
 const std::vector<Option>& Options() {
   static const auto* options = new std::vector<Option>{
       {"sysfs-root", "DIR",
@@ -325,6 +374,102 @@ const std::vector<Option>& Options() {
            return absl::InvalidArgumentError("expected an integer from 1 to 10000000");
          }
          c->correlate_queue = n;
+         return absl::OkStatus();
+       }},
+      DetectList("detectors",
+                 "Comma-separated detectors to run: pfc_storm, ecn_mistuning, microburst, "
+                 "retransmit_spike, link_degradation; empty runs none.",
+                 &DetectorOptions::enabled),
+      DetectNumber("pfc-storm-fraction",
+                   "PFC storm: a poll interval counts as stormy when the priority was paused for "
+                   "at least this fraction of it.",
+                   &DetectorOptions::pfc_storm_fraction, 0.01, 1),
+      DetectDuration("pfc-storm-detection-time",
+                     "PFC storm: stormy intervals must last this long before a storm is declared.",
+                     &DetectorOptions::pfc_storm_detection),
+      DetectDuration("pfc-storm-restoration-time",
+                     "PFC storm: calm intervals must last this long before a storm ends.",
+                     &DetectorOptions::pfc_storm_restoration),
+      DetectList("microburst-signals",
+                 "Signals whose microbursts (see --burst-factor) the microburst detector reports "
+                 "as episodes (counter families without fabricscope_ and _total).",
+                 &DetectorOptions::microburst_signals),
+      DetectDuration("microburst-gap",
+                     "Microbursts of one series closer than this belong to one episode.",
+                     &DetectorOptions::microburst_gap),
+      DetectDuration("ecn-window", "ECN mistuning: the trailing window the rates are taken over.",
+                     &DetectorOptions::ecn_window),
+      DetectDuration("ecn-detection-time",
+                     "ECN mistuning: how long a condition must hold before it is reported.",
+                     &DetectorOptions::ecn_detection),
+      DetectDuration("ecn-restoration-time",
+                     "ECN mistuning: how long a condition must be gone before the report ends.",
+                     &DetectorOptions::ecn_restoration),
+      DetectNumber("ecn-drop-floor",
+                   "ECN marking too late: discards per second on the port at or above which "
+                   "marking is judged.",
+                   &DetectorOptions::ecn_drop_floor, 1e-3, 1e12),
+      DetectNumber("ecn-mark-ratio",
+                   "ECN marking too late: ECN marks + CNPs per discard below which marking is "
+                   "flat.",
+                   &DetectorOptions::ecn_mark_ratio, 0, 1e6),
+      DetectNumber("ecn-cnp-floor",
+                   "ECN too aggressive: CNPs per second (sent + handled) at or above which the "
+                   "port is judged.",
+                   &DetectorOptions::ecn_cnp_floor, 1e-3, 1e12),
+      DetectNumber("ecn-low-utilization",
+                   "ECN too aggressive: link utilization (of the port's rate) below which CNPs "
+                   "are suspicious.",
+                   &DetectorOptions::ecn_low_utilization, 0.001, 1),
+      DetectDuration("retransmit-window", "Retransmit spike: the window of the judged rate.",
+                     &DetectorOptions::retransmit_window),
+      DetectDuration("retransmit-baseline",
+                     "Retransmit spike: the trailing window of the baseline rate.",
+                     &DetectorOptions::retransmit_baseline),
+      DetectNumber("retransmit-floor",
+                   "Retransmit spike: events per second at or above which a counter can spike.",
+                   &DetectorOptions::retransmit_floor, 1e-3, 1e12),
+      DetectNumber("retransmit-factor",
+                   "Retransmit spike: the rate must be at least this multiple of the baseline.",
+                   &DetectorOptions::retransmit_factor, 1, 1e6),
+      DetectNumber("fec-corrected-factor",
+                   "Link degradation: FEC corrected rate over 1s at least this multiple of its "
+                   "baseline (--fec-baseline) is fec_corrected_rising.",
+                   &DetectorOptions::fec_corrected_factor, 1, 1e9),
+      DetectDuration("fec-baseline", "Link degradation: the baseline window of the FEC rate.",
+                     &DetectorOptions::fec_baseline),
+      DetectDuration("link-hold-time",
+                     "Link degradation: error-counter increases closer than this are one episode.",
+                     &DetectorOptions::link_hold),
+      {"max-events", "N", "Detector events kept in the event ring (oldest go first). 1 to 1000000.",
+       false, [](const Config& c) { return absl::StrCat(c.detect.max_events); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         uint64_t n;
+         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 1000000) {
+           return absl::InvalidArgumentError("expected an integer from 1 to 1000000");
+         }
+         c->detect.max_events = n;
+         return absl::OkStatus();
+       }},
+      {"replay", "FILE",
+       "Replay a JSON Lines recording (docs/recording.md) instead of polling: samples go through "
+       "the store and detectors, spans through correlation. Empty: poll the host.",
+       false, [](const Config& c) { return c.replay_file; }, StringSetter(&Config::replay_file)},
+      {"replay-speed", "X|max",
+       "Replay pace: X times real time (a number > 0), or max (as fast as possible).", false,
+       [](const Config& c) {
+         return c.replay_speed == 0 ? std::string("max") : absl::StrCat(c.replay_speed);
+       },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         if (v == "max") {
+           c->replay_speed = 0;
+           return absl::OkStatus();
+         }
+         double f;
+         if (!absl::SimpleAtod(v, &f) || !(f > 0) || f > 1e6) {
+           return absl::InvalidArgumentError("expected a number > 0 or max");
+         }
+         c->replay_speed = f;
          return absl::OkStatus();
        }},
   };

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/detect/detectors.h"
 #include "daemon/log.h"
 
 namespace fabricscope {
@@ -87,6 +88,13 @@ struct Config {
   std::string correlate_floors;  // "class=rate,..." overrides of the built-in floors
   double correlate_min_coverage = 0.9;
   uint64_t correlate_queue = 65536;
+
+  // Detectors (daemon/detect/detectors.h documents the rules and defaults).
+  DetectorOptions detect;
+
+  // Replay (--replay FILE): feed a JSON Lines recording instead of polling.
+  std::string replay_file;
+  double replay_speed = 1.0;  // 0: as fast as possible ("max")
 };
 
 // What the command line asked for besides configuration.

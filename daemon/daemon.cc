@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -83,12 +84,22 @@ absl::Status Daemon::Init() {
   store_options.peak_window = config_.peak_window;
   store_options.burst_factor = config_.burst_factor;
   store_ = std::make_unique<Store>(store_options);
+  if (auto s = config_.detect.Validate(); !s.ok()) return s;
+  events_ = std::make_unique<EventLog>(config_.detect.max_events, &metrics_);
+  detectors_ =
+      std::make_unique<DetectorEngine>(config_.detect, store_.get(), events_.get(), &metrics_);
+  store_->SetObserver(detectors_.get());
 
   if (auto s = RegisterAllCollectors(registry_); !s.ok()) return s;
-  CollectorContext ctx{&config_, store_.get(), clock_, &metrics_};
-  auto collectors = registry_.Create(config_.collectors, ctx);
-  if (!collectors.ok()) return collectors.status();
-  collectors_ = *std::move(collectors);
+  if (config_.replay_file.empty()) {
+    CollectorContext ctx{&config_, store_.get(), clock_, &metrics_};
+    auto collectors = registry_.Create(config_.collectors, ctx);
+    if (!collectors.ok()) return collectors.status();
+    collectors_ = *std::move(collectors);
+  } else if (!std::ifstream(config_.replay_file)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replay: cannot open '", config_.replay_file, "'"));
+  }
 
   scheduler_ = std::make_unique<Scheduler>(
       clock_, store_.get(), &metrics_,
@@ -100,7 +111,11 @@ absl::Status Daemon::Init() {
     names.emplace_back(c->name());
   }
 
-  auto exporter = PrometheusExporter::Start(config_.metrics_listen, &metrics_, store_.get());
+  auto exporter = PrometheusExporter::Start(
+      config_.metrics_listen, &metrics_, store_.get(), [this]() -> HealthStatus {
+        const Scheduler::Health h = scheduler_->CheckHealth(clock_->SteadyNow());
+        return {h.live, h.ready, h.detail};
+      });
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 
@@ -151,9 +166,13 @@ absl::Status Daemon::Init() {
     wopt.queue_limit = config_.correlate_queue;
     correlation_worker_ = std::make_unique<CorrelationWorker>(
         span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
-    query_service_ =
-        std::make_unique<QueryService>(span_store_.get(), correlator_.get(), store_.get(), clock_);
+    query_service_ = std::make_unique<QueryService>(span_store_.get(), correlator_.get(),
+                                                    store_.get(), events_.get(), clock_);
     grpc_server_->AddService(query_service_.get());
+  }
+  if (!config_.replay_file.empty()) {
+    replay_ = std::make_unique<ReplayWorker>(config_.replay_file, config_.replay_speed,
+                                             store_.get(), span_store_.get(), clock_);
   }
   if (auto s = grpc_server_->Start(); !s.ok()) return s;
 
@@ -161,6 +180,7 @@ absl::Status Daemon::Init() {
       {{"version", kVersion},
        {"revision", kRevision},
        {"sysfs_root", config_.sysfs_root},
+       {"replay", config_.replay_file},
        {"collectors", absl::StrJoin(names, ",")},
        {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
   Log(LogLevel::kInfo, "daemon", "serving metrics",
@@ -195,6 +215,7 @@ void Daemon::Reload() {
 int Daemon::Run() {
   scheduler_->Start();
   correlation_worker_->Start();
+  if (replay_) replay_->Start();
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -212,6 +233,7 @@ int Daemon::Run() {
   }
   // Bounded: calls still in flight after 200 ms are cancelled.
   grpc_server_->Shutdown(absl::Milliseconds(200));
+  if (replay_) replay_->Stop();
   correlation_worker_->Stop();
   scheduler_->Stop();
   exporter_.reset();

@@ -4,6 +4,8 @@
 //   Store --(snapshots)--> PrometheusExporter (civetweb threads)
 //   gRPC clients --(Ingest, OTLP Export on GrpcServer threads)--> SpanIngester
 //     --> SpanStore (bounded ring, --span-memory) --> correlator / Query service
+//   Store --(every append, on the tier thread)--> DetectorEngine --> EventLog,
+//     detector gauges and counters on /metrics, Query.Events
 //   SpanStore --(tailed by CorrelationWorker, once each span's window was
 //     polled)--> Correlator(Store) --> span aggregates on /metrics
 //
@@ -28,8 +30,11 @@
 #include "daemon/correlate/correlation_worker.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/correlate/span_aggregates.h"
+#include "daemon/detect/detectors.h"
+#include "daemon/detect/event_log.h"
 #include "daemon/ingest/span_ingester.h"
 #include "daemon/metrics.h"
+#include "daemon/recording/replay.h"
 #include "daemon/scheduler.h"
 #include "daemon/service/grpc_server.h"
 #include "daemon/service/ingest_service.h"
@@ -65,6 +70,9 @@ class Daemon {
   Clock* clock_;
   MetricsRegistry metrics_;
   std::unique_ptr<Store> store_;
+  // Detectors: the store's append observer; they outlive every writer.
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<DetectorEngine> detectors_;
   CollectorRegistry registry_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -82,6 +90,8 @@ class Daemon {
   std::unique_ptr<SpanAggregates> span_aggregates_;
   std::unique_ptr<CorrelationWorker> correlation_worker_;
   std::unique_ptr<QueryService> query_service_;
+  // --replay: feeds a recording instead of the collectors.
+  std::unique_ptr<ReplayWorker> replay_;
   std::unique_ptr<GrpcServer> grpc_server_;
 };
 

@@ -157,6 +157,10 @@ void Scheduler::RunGroup(const Group& group) {
   while (!stop_.Notified()) {
     const int64_t ts_ns = clock_->RealtimeNs();
     for (Tier t : group.tiers) PollTier(t, ts_ns);
+    const int64_t done =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->SteadyNow().time_since_epoch())
+            .count();
+    for (Tier t : group.tiers) last_tick_ns_[static_cast<int>(t)].store(std::max<int64_t>(1, done));
     ++k;
     SteadyTime next = start + interval * k;
     const SteadyTime now = clock_->SteadyNow();
@@ -172,6 +176,34 @@ void Scheduler::RunGroup(const Group& group) {
     }
     if (!clock_->SleepUntil(next, &stop_)) break;
   }
+}
+
+Scheduler::Health Scheduler::CheckHealth(SteadyTime now) const {
+  Health h;
+  h.live = started_.load();
+  h.ready = true;
+  if (!h.live) h.detail = "scheduler not started";
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  for (int i = 0; i < kNumTiers; ++i) {
+    const int64_t last = last_tick_ns_[i].load();
+    const std::string name(TierName(static_cast<Tier>(i)));
+    if (last == 0) {
+      h.ready = false;
+      absl::StrAppend(&h.detail, h.detail.empty() ? "" : "; ", "tier ", name,
+                      ": no tick completed yet");
+      continue;
+    }
+    const int64_t allowed =
+        std::max<int64_t>(3 * absl::ToInt64Nanoseconds(intervals_[i]), 1'000'000'000);
+    if (now_ns - last > allowed) {
+      h.live = false;
+      absl::StrAppend(&h.detail, h.detail.empty() ? "" : "; ", "tier ", name, ": last tick ",
+                      (now_ns - last) / 1'000'000, " ms ago (allowed ", allowed / 1'000'000,
+                      " ms)");
+    }
+  }
+  return h;
 }
 
 void Scheduler::Stop() {

@@ -59,6 +59,17 @@ class Scheduler {
   uint64_t overruns(Tier tier) const { return overruns_[static_cast<int>(tier)].load(); }
   uint64_t ticks(Tier tier) const { return ticks_[static_cast<int>(tier)].load(); }
 
+  // Liveness and readiness for /healthz and /readyz: ready once every tier has
+  // completed a tick; live while every tier ticked within
+  // max(3 x its interval, 1 s) of `now` (before Start: not live). `detail`
+  // names the late or waiting tiers.
+  struct Health {
+    bool live = false;
+    bool ready = false;
+    std::string detail;
+  };
+  Health CheckHealth(SteadyTime now) const;
+
  private:
   class TickContext;
   struct CollectorMetrics;
@@ -79,13 +90,16 @@ class Scheduler {
   std::vector<std::unique_ptr<CollectorMetrics>> collector_metrics_;
   std::array<prometheus::Counter*, kNumTiers> overrun_counters_{};
   std::array<prometheus::Counter*, kNumTiers> tick_counters_{};
+  // Steady-clock time of each tier's last completed tick (ns since the
+  // steady epoch; 0: none yet).
+  std::array<std::atomic<int64_t>, kNumTiers> last_tick_ns_{};
   std::array<std::atomic<uint64_t>, kNumTiers> overruns_{};
   std::array<std::atomic<uint64_t>, kNumTiers> ticks_{};
   LogRateLimiter log_limiter_{absl::Seconds(10)};
 
   StopSignal stop_;
   std::vector<std::thread> threads_;
-  bool started_ = false;
+  std::atomic<bool> started_{false};
 };
 
 }  // namespace fabricscope

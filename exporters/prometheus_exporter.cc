@@ -1,8 +1,13 @@
 #include "exporters/prometheus_exporter.h"
 
+#include <CivetServer.h>
+#include <civetweb.h>
+
 #include <algorithm>
 #include <exception>
 #include <map>
+#include <mutex>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
@@ -293,11 +298,51 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
   return out;
 }
 
+namespace {
+
+// The health function of this process (see PrometheusExporter::Start).
+std::mutex g_health_mu;
+HealthFn* g_health = nullptr;  // guarded by g_health_mu; owned by an exporter
+
+// civetweb's begin_request hook: answers the probe paths, leaves every other
+// request to prometheus-cpp (return 0).
+int HandleProbe(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info == nullptr || info->local_uri == nullptr) return 0;
+  const absl::string_view uri = info->local_uri;
+  if (uri != "/healthz" && uri != "/readyz") return 0;
+  HealthStatus h;
+  {
+    std::lock_guard lock(g_health_mu);
+    if (g_health != nullptr && *g_health) h = (*g_health)();
+  }
+  const bool ok = uri == "/healthz" ? h.live : h.ready;
+  const std::string body =
+      ok ? "ok\n" : absl::StrCat(h.detail.empty() ? "unhealthy" : h.detail, "\n");
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+            ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body.size());
+  if (std::string_view(info->request_method ? info->request_method : "") != "HEAD") {
+    mg_write(conn, body.data(), body.size());
+  }
+  return ok ? 200 : 503;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
-    const std::string& listen, MetricsRegistry* metrics, const Store* store) {
+    const std::string& listen, MetricsRegistry* metrics, const Store* store, HealthFn health) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
+  if (health) {
+    e->health_ = std::make_unique<HealthFn>(std::move(health));
+    std::lock_guard lock(g_health_mu);
+    g_health = e->health_.get();
+  }
+  CivetCallbacks callbacks;  // zero-initialised by its constructor
+  callbacks.begin_request = HandleProbe;
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    e->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2, &callbacks);
   } catch (const std::exception& ex) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on metrics-listen ", listen, ": ", ex.what()));
@@ -312,6 +357,10 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
   return e;
 }
 
-PrometheusExporter::~PrometheusExporter() = default;
+PrometheusExporter::~PrometheusExporter() {
+  exposer_.reset();  // no request runs after this
+  std::lock_guard lock(g_health_mu);
+  if (g_health == health_.get()) g_health = nullptr;
+}
 
 }  // namespace fabricscope

@@ -12,6 +12,7 @@
 // reads store snapshots, so a slow or stuck scraper never delays a poll.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,12 +40,26 @@ class StoreCollectable final : public prometheus::Collectable {
   const Store* store_;
 };
 
+// Health for the probes served next to /metrics: GET /healthz answers 200
+// "ok" while `live`, else 503 with `detail`; GET /readyz the same for
+// `ready`. Plain text.
+struct HealthStatus {
+  bool live = true;
+  bool ready = true;
+  std::string detail;
+};
+using HealthFn = std::function<HealthStatus()>;
+
 class PrometheusExporter {
  public:
   // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
+  // `health` (may be empty: always healthy) answers /healthz and /readyz; one
+  // process serves at most one health function (the last exporter started
+  // with one; civetweb's callbacks carry no user data of ours).
   static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
                                                                    MetricsRegistry* metrics,
-                                                                   const Store* store);
+                                                                   const Store* store,
+                                                                   HealthFn health = {});
   ~PrometheusExporter();
 
   // The bound address with the real port, e.g. "127.0.0.1:40123".
@@ -55,6 +70,7 @@ class PrometheusExporter {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<StoreCollectable> store_collectable_;
   std::string address_;
+  std::unique_ptr<HealthFn> health_;
 };
 
 }  // namespace fabricscope

@@ -52,7 +52,98 @@ std::string LabelOf(const SeriesSnapshot& s, const std::string& label) {
   return std::string(s.signal->Label(label));
 }
 
+// One series with its samples in [from, to] (the newest max_samples).
+void FillSeriesData(const Store& store, const SeriesSnapshot& s, int64_t from, int64_t to,
+                    size_t max_samples, v1::SeriesData* d) {
+  d->set_signal(s.signal->name);
+  d->set_family(s.signal->family->name);
+  d->set_source(s.key->source);
+  d->set_raw_name(s.key->name);
+  d->set_device(s.key->device);
+  d->set_port(s.key->port);
+  d->set_netdev(s.key->netdev);
+  d->set_scale(s.signal->scale);
+  d->set_last_rate(s.state.last_rate);
+  d->set_rate_valid(s.state.rate_valid);
+  auto& labels = *d->mutable_labels();
+  for (const std::string& l : s.signal->family->labels) labels[l] = LabelOf(s, l);
+  std::vector<Sample> samples = store.ReadRange(s.id, from, to);
+  size_t skip = 0;
+  if (samples.size() > max_samples) {
+    skip = samples.size() - max_samples;
+    d->set_truncated(true);
+  }
+  for (size_t i = skip; i < samples.size(); ++i) {
+    v1::SeriesSample* out = d->add_samples();
+    out->set_ts_unix_nano(static_cast<uint64_t>(samples[i].ts_ns));
+    out->set_raw(samples[i].value);
+  }
+}
+
+v1::SpanKind SpanKindToProto(SpanKind k) {
+  switch (k) {
+    case SpanKind::kRequest:
+      return v1::SPAN_KIND_REQUEST;
+    case SpanKind::kPrefill:
+      return v1::SPAN_KIND_PREFILL;
+    case SpanKind::kDecodeStep:
+      return v1::SPAN_KIND_DECODE_STEP;
+    case SpanKind::kKvTransfer:
+      return v1::SPAN_KIND_KV_TRANSFER;
+    case SpanKind::kCollective:
+      return v1::SPAN_KIND_COLLECTIVE;
+    case SpanKind::kOther:
+      return v1::SPAN_KIND_OTHER;
+    case SpanKind::kUnspecified:
+      break;
+  }
+  return v1::SPAN_KIND_UNSPECIFIED;
+}
+
+// Parses "--since"-style ranges: to 0 is now, from 0 is a minute before.
+bool ResolveRange(const v1::TimeRange& range, Clock* clock, int64_t* from, int64_t* to) {
+  *to = static_cast<int64_t>(range.to_unix_nano());
+  *from = static_cast<int64_t>(range.from_unix_nano());
+  if (*to == 0) *to = clock->RealtimeNs();
+  if (*from == 0) *from = *to - 60'000'000'000;
+  return *from <= *to;
+}
+
 }  // namespace
+
+void EventToProto(const DetectorEvent& e, v1::Event* out) {
+  out->set_id(e.id);
+  out->set_detector(e.detector);
+  out->set_kind(e.kind);
+  out->set_device(e.device);
+  out->set_port(e.port);
+  out->set_netdev(e.netdev);
+  out->set_priority(e.priority);
+  out->set_direction(e.direction);
+  out->set_start_unix_nano(static_cast<uint64_t>(e.start_unix_nano));
+  out->set_end_unix_nano(static_cast<uint64_t>(e.end_unix_nano));
+  out->set_detected_unix_nano(static_cast<uint64_t>(e.detected_unix_nano));
+  out->set_active(e.active());
+  out->set_peak(e.peak);
+  out->set_summary(e.summary);
+}
+
+void SpanToProto(const Span& span, v1::Span* out) {
+  out->set_trace_id(std::string(span.trace_id.begin(), span.trace_id.end()));
+  out->set_span_id(std::string(span.span_id.begin(), span.span_id.end()));
+  if (span.parent_span_id != SpanId{}) {
+    out->set_parent_span_id(std::string(span.parent_span_id.begin(), span.parent_span_id.end()));
+  }
+  out->set_name(span.name);
+  out->set_kind(SpanKindToProto(span.kind));
+  out->set_start_unix_nano(static_cast<uint64_t>(span.start_unix_nano));
+  out->set_end_unix_nano(static_cast<uint64_t>(span.end_unix_nano));
+  for (const auto& [k, v] : span.attributes) {
+    v1::Attribute* a = out->add_attributes();
+    a->set_key(k);
+    a->set_value(v);
+  }
+}
 
 void FillSpanVerdict(const Span& span, const SpanCorrelation& c, bool all_series,
                      v1::SpanVerdict* out) {
@@ -153,37 +244,49 @@ grpc::Status QueryService::Series(grpc::ServerContext*, const v1::SeriesRequest*
     }
     if (!match) continue;
     if (static_cast<uint32_t>(response->series_size()) >= max_series) break;
-    v1::SeriesData* d = response->add_series();
-    d->set_signal(s.signal->name);
-    d->set_family(s.signal->family->name);
-    d->set_source(s.key->source);
-    d->set_raw_name(s.key->name);
-    d->set_device(s.key->device);
-    d->set_port(s.key->port);
-    d->set_netdev(s.key->netdev);
-    d->set_scale(s.signal->scale);
-    d->set_last_rate(s.state.last_rate);
-    d->set_rate_valid(s.state.rate_valid);
-    auto& labels = *d->mutable_labels();
-    for (const std::string& l : s.signal->family->labels) labels[l] = LabelOf(s, l);
-    std::vector<Sample> samples = store_->ReadRange(s.id, from, to);
-    size_t skip = 0;
-    if (samples.size() > max_samples) {
-      skip = samples.size() - max_samples;
-      d->set_truncated(true);
-    }
-    for (size_t i = skip; i < samples.size(); ++i) {
-      v1::SeriesSample* out = d->add_samples();
-      out->set_ts_unix_nano(static_cast<uint64_t>(samples[i].ts_ns));
-      out->set_raw(samples[i].value);
-    }
+    FillSeriesData(*store_, s, from, to, max_samples, response->add_series());
   }
   return grpc::Status::OK;
 }
 
-grpc::Status QueryService::Events(grpc::ServerContext*, const v1::EventsRequest*,
-                                  v1::EventsResponse*) {
-  // No detectors yet (a later issue): always an empty list.
+grpc::Status QueryService::Events(grpc::ServerContext*, const v1::EventsRequest* request,
+                                  v1::EventsResponse* response) {
+  int64_t from = 0, to = 0;
+  if (!ResolveRange(request->time_range(), clock_, &from, &to)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "time_range: to_unix_nano is before from_unix_nano");
+  }
+  if (events_ == nullptr) return grpc::Status::OK;
+  for (const DetectorEvent& e : events_->List(from, to, request->detector())) {
+    if (request->active_only() && !e.active()) continue;
+    EventToProto(e, response->add_events());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::Record(grpc::ServerContext* context, const v1::RecordRequest* request,
+                                  grpc::ServerWriter<v1::RecordChunk>* writer) {
+  int64_t from = 0, to = 0;
+  if (!ResolveRange(request->time_range(), clock_, &from, &to)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "time_range: to_unix_nano is before from_unix_nano");
+  }
+  for (const SeriesSnapshot& s : store_->Snapshot()) {
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    if (s.key == nullptr || s.signal == nullptr || s.signal->family == nullptr) continue;
+    v1::RecordChunk chunk;
+    FillSeriesData(*store_, s, from, to, SIZE_MAX, chunk.add_series());
+    if (chunk.series(0).samples_size() == 0) continue;
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  }
+  std::vector<SpanRef> spans = spans_->FindOverlapping(from, to, {}, SIZE_MAX);
+  for (size_t i = 0; i < spans.size(); i += 1000) {
+    v1::RecordChunk chunk;
+    for (size_t j = i; j < std::min(spans.size(), i + 1000); ++j) {
+      SpanToProto(*spans[j], chunk.add_spans());
+    }
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  }
   return grpc::Status::OK;
 }
 

@@ -324,7 +324,20 @@ void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
       ChunkWriter::ByteSize(s->head) + kMaxSampleBytes > s->head_cap) {
     PrepareHead(s);
   }
-  std::lock_guard lock(s->mu);
+  AppendEvent ev;
+  {
+    std::lock_guard lock(s->mu);
+    AppendLocked(s, ts_ns, raw, &ev);
+  }
+  if (observer_ != nullptr) {
+    ev.id = id;
+    ev.key = &s->key;
+    ev.signal = &s->signal;
+    observer_->OnAppend(ev);
+  }
+}
+
+void Store::AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
   ChunkWriter::Append(&s->head, s->head_data.get(), ts_ns, raw);
   SeriesState& st = s->state;
   const int64_t prev_ts = st.last_ts_ns;
@@ -353,12 +366,20 @@ void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
   st.rate_valid = u.rate_valid && st.has_value && dt > 0;
   st.last_rate = st.rate_valid ? static_cast<double>(u.delta) * scale * 1e9 / dt : 0;
   st.saturated = s->tracker.saturated();
+  ev->start_ns = st.has_value ? prev_ts : ts_ns;
+  ev->end_ns = ts_ns;
+  ev->gauge = u.event == CounterEvent::kGauge;
+  ev->rate_valid = st.rate_valid;
+  ev->rate = st.last_rate;
+  ev->delta = st.rate_valid ? static_cast<double>(u.delta) * scale : 0;
+  ev->value = st.total;
   if (s->agg != nullptr && st.has_value) {
     s->agg->peak.Add(ts_ns, st.last_rate, st.rate_valid);
     st.peak_valid = s->agg->peak.peak(&st.peak_rate);
     if (s->agg->burst.Add(ts_ns, dt, static_cast<double>(u.delta) * scale, st.last_rate,
                           st.rate_valid, options_.burst_factor, s->agg->floor)) {
       ++st.microbursts;
+      ev->microburst = true;
     }
   }
   st.has_value = true;

@@ -121,6 +121,38 @@ struct CounterDelta {
   bool covers_to = false;    // the series has a sample at or after to_ns
 };
 
+// One appended sample, as the store judged it (Store::SetObserver).
+struct AppendEvent {
+  SeriesId id = kInvalidSeries;
+  const SeriesKey* key = nullptr;  // owned by the store, valid for its lifetime
+  const Signal* signal = nullptr;  // ditto
+  // The poll interval this sample closes: [start_ns, end_ns]; start_ns is the
+  // previous sample's timestamp (== end_ns for the first sample).
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  bool gauge = false;
+  // Counters: the movement over the interval in the family unit and its rate
+  // (family unit per second); valid only when rate_valid (not the first
+  // sample, a reset or a saturated reading).
+  double delta = 0;
+  double rate = 0;
+  bool rate_valid = false;
+  // Gauges: the current value (family unit); counters: the exported total.
+  double value = 0;
+  // The store's microburst judgement of this interval (aggregates.h).
+  bool microburst = false;
+};
+
+// Sees every sample right after the store took it (detectors). Called on the
+// appending thread, with no store lock held; different series may call it
+// concurrently from different tier threads, one series never concurrently
+// with itself. Must be cheap: it runs on the poll path.
+class AppendObserver {
+ public:
+  virtual ~AppendObserver() = default;
+  virtual void OnAppend(const AppendEvent& event) = 0;
+};
+
 struct SeriesSnapshot {
   SeriesId id = kInvalidSeries;
   const SeriesKey* key = nullptr;  // owned by the store, valid for its lifetime
@@ -169,6 +201,10 @@ class Store {
   // Appends one raw reading. Only the series' writer calls this.
   void Append(SeriesId id, int64_t ts_ns, uint64_t raw);
 
+  // Installs the observer of every Append (nullptr: none). Call before the
+  // first Append; the observer must outlive the store's writers.
+  void SetObserver(AppendObserver* observer) { observer_ = observer; }
+
   // Marks a series present or absent (its device vanished / came back).
   // Absent series are not exported; their samples stay queryable.
   void SetPresent(SeriesId id, bool present);
@@ -211,6 +247,8 @@ class Store {
   void PushHeapLocked(HeapEntry e);  // evict_mu_ held
   // Writer only: makes room in the head chunk for one more sample (grow or seal).
   void PrepareHead(Series* s);
+  // Writer only, under s->mu: records one sample and fills `ev`.
+  void AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
   void DropHead(Series* s);
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
 
@@ -233,6 +271,7 @@ class Store {
   std::atomic<uint32_t> lookup_size_{0};
   std::atomic<uint64_t> evicted_{0};
   std::atomic<uint64_t> rejected_series_{0};
+  AppendObserver* observer_ = nullptr;  // set before the writers start
 
   // The budget: bytes accounted and a min-heap (by first timestamp) with one
   // entry per series that holds sealed chunks.

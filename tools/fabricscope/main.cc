@@ -13,10 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/version.h"
+#include "tools/fabricscope/analyze.h"
 #include "tools/fabricscope/cli.h"
 #include "tools/fabricscope/correlate.h"
+#include "tools/fabricscope/events.h"
 #include "tools/fabricscope/ports.h"
 #include "tools/fabricscope/push.h"
+#include "tools/fabricscope/record.h"
 #include "tools/fabricscope/series.h"
 #include "tools/fabricscope/top.h"
 
@@ -33,7 +36,14 @@ const Subcommand kSubcommands[] = {
      RunCorrelate},
     {"series", "series --signal=S [--since=DUR] [--label=NAME=VALUE] [--max-samples=N]",
      "Raw samples of matching series at full resolution.", RunSeries},
+    {"events", "events [--since=DUR] [--detector=NAME] [--active]",
+     "Detector events: PFC storms, ECN mistuning, microbursts, retransmit spikes, link.",
+     RunEvents},
     {"ports", "ports", "The RDMA port inventory.", RunPorts},
+    {"record", "record [--since=DUR] [--out=FILE]",
+     "Write the daemon's samples and spans of a time range as a JSON Lines recording.", RunRecord},
+    {"analyze", "analyze FILE [--stall-thresholds=NAME=DUR,...]",
+     "Run the detectors and correlator offline over a recording (no daemon needed).", RunAnalyze},
     {"top", "top [--interval=DUR] [--iterations=N]",
      "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits).", RunTop},
 };

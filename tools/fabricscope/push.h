@@ -29,11 +29,10 @@
 #include "fabricscope/v1/span.pb.h"
 #include "tools/fabricscope/cli.h"
 
+// ParseSpanJson (the input format) lives in daemon/recording/recording.h.
+
 namespace fabricscope::cli {
 
 int RunPush(const CliContext& ctx, const std::vector<std::string>& args);
-
-// Parses one JSON line into a span (exposed for tests).
-absl::StatusOr<v1::Span> ParseSpanJson(absl::string_view line);
 
 }  // namespace fabricscope::cli

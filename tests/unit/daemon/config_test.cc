@@ -1,5 +1,7 @@
 #include "daemon/config.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -21,7 +23,10 @@ absl::StatusOr<CommandLine> Parse(std::vector<std::string> args) {
 }
 
 std::string WriteTemp(const std::string& text) {
-  std::string path = ::testing::TempDir() + "/fabricscoped_test.conf";
+  // One file per test case: ctest runs the cases of this binary in parallel.
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = ::testing::TempDir() + "/fabricscoped_test." + info->name() + "." +
+                     std::to_string(getpid()) + ".conf";
   std::ofstream(path) << text;
   return path;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/detect/detectors.h"
 #include "daemon/service/grpc_server.h"
 #include "gtest/gtest.h"
 
@@ -19,9 +20,12 @@ class QueryServiceTest : public ::testing::Test {
  protected:
   QueryServiceTest()
       : clock_(kT + 60 * kSec),
+        events_(100, nullptr),
+        detectors_({}, &store_, &events_, nullptr),
         spans_({}, &clock_, nullptr),
         correlator_(&store_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
-        service_(&spans_, &correlator_, &store_, &clock_) {
+        service_(&spans_, &correlator_, &store_, &events_, &clock_) {
+    store_.SetObserver(&detectors_);
     store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
     store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
     for (const char* netdev : {"eth0", "eth1"}) {
@@ -51,6 +55,8 @@ class QueryServiceTest : public ::testing::Test {
 
   FakeClock clock_;
   Store store_;
+  EventLog events_;
+  DetectorEngine detectors_;
   SpanStore spans_;
   Correlator correlator_;
   QueryService service_;
@@ -192,8 +198,23 @@ TEST_F(QueryServiceTest, OverGrpcOnAnEphemeralPort) {
   {
     grpc::ClientContext ctx;
     v1::EventsResponse resp;
-    ASSERT_TRUE(stub->Events(&ctx, v1::EventsRequest(), &resp).ok());
-    EXPECT_EQ(resp.events_size(), 0);
+    v1::EventsRequest req;
+    req.mutable_time_range()->set_from_unix_nano(kT);
+    req.mutable_time_range()->set_to_unix_nano(kT + 60 * kSec);
+    ASSERT_TRUE(stub->Events(&ctx, req, &resp).ok());
+    // The 200 ms pause on eth0 priority 3 (rx) is one PFC storm; eth1 is quiet.
+    ASSERT_EQ(resp.events_size(), 1);
+    const v1::Event& e = resp.events(0);
+    EXPECT_EQ(e.detector(), "pfc_storm");
+    EXPECT_EQ(e.kind(), "storm");
+    EXPECT_EQ(e.netdev(), "eth0");
+    EXPECT_EQ(e.device(), "mlx5_0");
+    EXPECT_EQ(e.priority(), "3");
+    EXPECT_EQ(e.direction(), "rx");
+    EXPECT_EQ(e.start_unix_nano(), static_cast<uint64_t>(kT + 10 * kSec));
+    EXPECT_EQ(e.end_unix_nano(), static_cast<uint64_t>(kT + 10200 * kMs));
+    EXPECT_FALSE(e.active());
+    EXPECT_DOUBLE_EQ(e.peak(), 1.0);
   }
   {
     grpc::ClientContext ctx;

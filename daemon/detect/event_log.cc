@@ -1,0 +1,82 @@
+#include "daemon/detect/event_log.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kEventsEvicted = DefineMetric(
+    {.name = "fabricscope_detector_events_evicted_total",
+     .type = MetricType::kCounter,
+     .help = "Detector events dropped from the event ring (oldest first) because it held "
+             "--max-events events.",
+     .labels = {},
+     .component = "detect"});
+
+}  // namespace
+
+EventLog::EventLog(size_t capacity, MetricsRegistry* metrics)
+    : capacity_(std::max<size_t>(1, capacity)) {
+  if (metrics != nullptr) evicted_metric_ = &metrics->Counter(kEventsEvicted).Add({});
+}
+
+uint64_t EventLog::Open(DetectorEvent event) {
+  std::lock_guard lock(mu_);
+  event.id = next_id_++;
+  if (events_.size() >= capacity_) {
+    events_.pop_front();
+    ++evicted_;
+    if (evicted_metric_ != nullptr) evicted_metric_->Increment();
+  }
+  events_.push_back(std::move(event));
+  return events_.back().id;
+}
+
+DetectorEvent* EventLog::FindLocked(uint64_t id) {
+  if (events_.empty() || id < events_.front().id || id > events_.back().id) return nullptr;
+  // Ids are consecutive within the ring.
+  return &events_[id - events_.front().id];
+}
+
+void EventLog::Update(uint64_t id, double peak, std::string summary) {
+  std::lock_guard lock(mu_);
+  if (DetectorEvent* e = FindLocked(id); e != nullptr) {
+    e->peak = peak;
+    e->summary = std::move(summary);
+  }
+}
+
+void EventLog::Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary) {
+  std::lock_guard lock(mu_);
+  if (DetectorEvent* e = FindLocked(id); e != nullptr) {
+    // An end at the start would read as "active": keep it strictly positive.
+    e->end_unix_nano = std::max(end_unix_nano, e->start_unix_nano + 1);
+    e->peak = peak;
+    e->summary = std::move(summary);
+  }
+}
+
+std::vector<DetectorEvent> EventLog::List(int64_t from_unix_nano, int64_t to_unix_nano,
+                                          absl::string_view detector) const {
+  std::vector<DetectorEvent> out;
+  std::lock_guard lock(mu_);
+  for (const DetectorEvent& e : events_) {
+    if (!detector.empty() && e.detector != detector) continue;
+    if (e.start_unix_nano > to_unix_nano) continue;
+    if (!e.active() && e.end_unix_nano < from_unix_nano) continue;
+    out.push_back(e);
+  }
+  // Debounced detectors open an event after its start: order by start.
+  std::stable_sort(out.begin(), out.end(), [](const DetectorEvent& a, const DetectorEvent& b) {
+    return a.start_unix_nano < b.start_unix_nano;
+  });
+  return out;
+}
+
+uint64_t EventLog::evicted() const {
+  std::lock_guard lock(mu_);
+  return evicted_;
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,76 @@
+// The detector event ring: every episode a detector reports (a PFC storm on
+// eth2 priority 3 rx, ECN marking too late on mlx5_0/1, ...), kept in a
+// bounded ring for Query.Events and `fabricscope events`.
+//
+// An event is opened when a detector's condition starts (end_unix_nano 0: still
+// active), updated while it lasts (peak, summary) and closed when it ends.
+// When the ring is full the oldest event goes (counted in
+// fabricscope_detector_events_evicted_total); updates to an evicted event are
+// ignored.
+//
+// Thread-safety: all methods are thread-safe (one mutex, O(1) per update,
+// O(n) per List).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "daemon/metrics.h"
+
+namespace fabricscope {
+
+struct DetectorEvent {
+  uint64_t id = 0;       // assigned by EventLog::Open, increasing
+  std::string detector;  // pfc_storm, ecn_mistuning, microburst, retransmit_spike, link_degradation
+  std::string kind;      // storm, marking_too_late, burst, out_of_sequence, link_downed, ...
+  std::string device;    // "" where it does not apply or is unknown
+  uint32_t port = 0;
+  std::string netdev;
+  std::string priority;   // "0".."7", "global" or ""
+  std::string direction;  // "rx", "tx" or ""
+  int64_t start_unix_nano = 0;
+  int64_t end_unix_nano = 0;  // 0 while active
+  // When the detector declared it: the end of the poll interval that met its
+  // detection time (detection delay = detected - start of the real event).
+  int64_t detected_unix_nano = 0;
+  double peak = 0;      // the detector's measure at its worst (see each detector)
+  std::string summary;  // one line for humans
+
+  bool active() const { return end_unix_nano == 0; }
+};
+
+class EventLog {
+ public:
+  // `metrics` may be null (offline analysis).
+  EventLog(size_t capacity, MetricsRegistry* metrics);
+
+  // Adds `event` (its id is assigned) and returns the id.
+  uint64_t Open(DetectorEvent event);
+  // Updates an open event; no-op if it was evicted.
+  void Update(uint64_t id, double peak, std::string summary);
+  void Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary);
+
+  // Events that overlap [from, to] (an active event extends to +inf), by
+  // start time; `detector` "" matches all.
+  std::vector<DetectorEvent> List(int64_t from_unix_nano, int64_t to_unix_nano,
+                                  absl::string_view detector) const;
+  uint64_t evicted() const;
+  size_t capacity() const { return capacity_; }
+
+ private:
+  DetectorEvent* FindLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t capacity_;
+  prometheus::Counter* evicted_metric_ = nullptr;
+  mutable std::mutex mu_;
+  std::deque<DetectorEvent> events_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace fabricscope

@@ -1,0 +1,344 @@
+#include "daemon/detect/detectors.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectors/signals.h"
+#include "daemon/detect/episode.h"
+#include "daemon/detect/event_log.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT0 = 1'700'000'000 * kSec;
+
+TEST(DebouncerTest, StartsAfterOnTimeAndEndsAfterOffTime) {
+  Debouncer d(200 * kMs, 200 * kMs);
+  using T = Debouncer::Transition;
+  int64_t t = 0;
+  auto step = [&](bool cond) {
+    const T r = d.Update(t, t + 10 * kMs, cond);
+    t += 10 * kMs;
+    return r;
+  };
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(step(true), T::kNone) << i;  // 190 ms
+  EXPECT_EQ(step(false), T::kNone);                                   // the run broke: start over
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(step(true), T::kNone);
+  EXPECT_EQ(step(true), T::kStarted);  // 200 ms of condition
+  EXPECT_EQ(d.episode_start_ns(), 200 * kMs);
+  // A 150 ms dip does not end it (no flapping within the restoration time).
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(step(false), T::kNone);
+  EXPECT_EQ(step(true), T::kNone);
+  EXPECT_TRUE(d.active());
+  const int64_t calm_from = t;
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(step(false), T::kNone);
+  EXPECT_EQ(step(false), T::kEnded);
+  EXPECT_EQ(d.episode_end_ns(), calm_from);
+  EXPECT_FALSE(d.active());
+}
+
+TEST(WindowSumTest, SumsTheTrailingWindowOnly) {
+  WindowSum w(1 * kSec);
+  for (int64_t t = 10 * kMs; t <= 3 * kSec; t += 10 * kMs) w.Add(t, 10 * kMs, 1);
+  double v = 0, s = 0;
+  w.Sum(3 * kSec, &v, &s);
+  // 10 or 11 buckets of 100 ms, 10 samples each.
+  EXPECT_GE(v, 100);
+  EXPECT_LE(v, 110);
+  EXPECT_NEAR(w.Rate(3 * kSec), 100, 1e-9);
+  w.Sum(10 * kSec, &v, &s);
+  EXPECT_EQ(v, 0);
+}
+
+DetectorEvent Ev(const std::string& detector, const std::string& kind, int64_t start) {
+  DetectorEvent e;
+  e.detector = detector;
+  e.kind = kind;
+  e.start_unix_nano = start;
+  return e;
+}
+
+TEST(EventLogTest, BoundedRingListsOverlapsAndIgnoresEvicted) {
+  EventLog log(2, nullptr);
+  const uint64_t a = log.Open(Ev("pfc_storm", "storm", 100));
+  log.Close(a, 200, 1, "a");
+  const uint64_t b = log.Open(Ev("microburst", "burst", 300));
+  EXPECT_EQ(log.List(0, 1000, "").size(), 2u);
+  EXPECT_EQ(log.List(250, 1000, "").size(), 1u);          // a ended at 200
+  EXPECT_EQ(log.List(5000, 6000, "").size(), 1u);         // b is active
+  EXPECT_EQ(log.List(0, 1000, "microburst").size(), 1u);  // by detector
+  const uint64_t c = log.Open(Ev("pfc_storm", "storm", 400));
+  EXPECT_EQ(log.evicted(), 1u);
+  log.Close(a, 999, 5, "gone");  // evicted: no effect, no crash
+  auto all = log.List(0, 1000, "");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, b);
+  EXPECT_EQ(all[1].id, c);
+  EXPECT_TRUE(all[0].active());
+}
+
+// A store with the detectors attached and helpers that append whole series.
+class DetectorsTest : public ::testing::Test {
+ protected:
+  DetectorsTest() : events_(1000, &metrics_) {}
+
+  void Start(DetectorOptions options = {}) {
+    engine_ = std::make_unique<DetectorEngine>(options, &store_, &events_, &metrics_);
+    store_.SetObserver(engine_.get());
+    store_.UpsertPort({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
+  }
+
+  SeriesId Series(const std::string& source, const std::string& name, const std::string& device,
+                  uint32_t port, const std::string& netdev) {
+    SeriesKey k{source, name, device, port, netdev};
+    auto sig = MapCounter(k);
+    EXPECT_TRUE(sig.has_value()) << name;
+    return store_.Register(k, *sig);
+  }
+
+  // Appends series values at `step` from t0 for `duration`; value(t) is the raw value.
+  void Drive(const std::vector<std::pair<SeriesId, std::function<uint64_t(int64_t)>>>& series,
+             int64_t t0, int64_t duration, int64_t step) {
+    for (int64_t t = t0; t <= t0 + duration; t += step) {
+      for (const auto& [id, value] : series) store_.Append(id, t, value(t - kT0));
+    }
+  }
+
+  std::vector<DetectorEvent> Events(const std::string& detector) {
+    return events_.List(0, INT64_MAX, detector);
+  }
+
+  double Gauge(const std::string& name, const std::map<std::string, std::string>& labels) {
+    for (const auto& fam : metrics_.registry()->Collect()) {
+      if (fam.name != name) continue;
+      for (const auto& m : fam.metric) {
+        bool match = true;
+        for (const auto& [k, v] : labels) {
+          bool found = false;
+          for (const auto& l : m.label) found |= l.name == k && l.value == v;
+          match &= found;
+        }
+        if (match) return m.gauge.value;
+      }
+    }
+    return -1;
+  }
+
+  MetricsRegistry metrics_;
+  Store store_;
+  EventLog events_;
+  std::unique_ptr<DetectorEngine> engine_;
+};
+
+// Pause microseconds accumulated by time t (ns since kT0) for a pause between
+// [from, to) that pauses `fraction` of the time.
+uint64_t PausedUs(int64_t t, int64_t from, int64_t to, double fraction) {
+  if (t <= from) return 0;
+  return static_cast<uint64_t>(static_cast<double>(std::min(t, to) - from) * fraction / 1000);
+}
+
+TEST_F(DetectorsTest, PfcStormNeedsDetectionTimeAndReportsStartEndAndPeak) {
+  Start();
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  const SeriesId tx3 = Series("ethtool", "tx_prio3_pause_duration", "", 0, "eth2");
+  // rx: a 150 ms full pause at 1 s (too short), then a 95% storm 3.0-3.6 s.
+  auto rx = [](int64_t t) {
+    return PausedUs(t, 1 * kSec, 1150 * kMs, 1.0) + PausedUs(t, 3 * kSec, 3600 * kMs, 0.95);
+  };
+  // tx: paused 50% all along: never a storm.
+  auto tx = [](int64_t t) { return PausedUs(t, 0, INT64_MAX, 0.5); };
+  Drive({{rx3, rx}, {tx3, tx}}, kT0, 5 * kSec, 10 * kMs);
+
+  auto ev = Events("pfc_storm");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "storm");
+  EXPECT_EQ(ev[0].netdev, "eth2");
+  EXPECT_EQ(ev[0].device, "mlx5_0");  // from the port inventory
+  EXPECT_EQ(ev[0].priority, "3");
+  EXPECT_EQ(ev[0].direction, "rx");
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 3 * kSec);
+  EXPECT_EQ(ev[0].end_unix_nano, kT0 + 3600 * kMs);
+  EXPECT_NEAR(ev[0].peak, 0.95, 1e-6);
+  EXPECT_FALSE(ev[0].summary.empty());
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 0u);
+  EXPECT_EQ(Gauge("fabricscope_pfc_storm_active",
+                  {{"netdev", "eth2"}, {"priority", "3"}, {"direction", "rx"}}),
+            0);
+  EXPECT_EQ(Gauge("fabricscope_pfc_storm_active",
+                  {{"netdev", "eth2"}, {"priority", "3"}, {"direction", "tx"}}),
+            0);
+}
+
+TEST_F(DetectorsTest, PfcStormGaugeIsOneWhileActive) {
+  Start();
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  Drive({{rx3, [](int64_t t) { return PausedUs(t, 1 * kSec, INT64_MAX, 1.0); }}}, kT0, 2 * kSec,
+        10 * kMs);
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 1u);
+  EXPECT_EQ(Gauge("fabricscope_pfc_storm_active",
+                  {{"netdev", "eth2"}, {"priority", "3"}, {"direction", "rx"}}),
+            1);
+  auto ev = Events("pfc_storm");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_TRUE(ev[0].active());
+}
+
+TEST_F(DetectorsTest, EcnMarkingTooLateButNotWhenMarksRise) {
+  Start();
+  const SeriesId oob = Series("hw_counters", "out_of_buffer", "mlx5_0", 1, "eth2");
+  const SeriesId marks = Series("hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, "eth2");
+  // 0-3 s: drops at 5000/s with marks at 20000/s (ECN working); 3-6 s: drops
+  // at 5000/s and marks flat.
+  auto drops = [](int64_t t) { return static_cast<uint64_t>(t / kMs * 5); };
+  auto mark = [](int64_t t) { return static_cast<uint64_t>(std::min(t, 3 * kSec) / kMs * 20); };
+  Drive({{oob, drops}, {marks, mark}}, kT0, 6 * kSec, 10 * kMs);
+  auto ev = Events("ecn_mistuning");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "marking_too_late");
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  EXPECT_EQ(ev[0].port, 1u);
+  // The 1 s window needs marks to fade before the condition holds.
+  EXPECT_GT(ev[0].start_unix_nano, kT0 + 3 * kSec);
+  EXPECT_LT(ev[0].start_unix_nano, kT0 + 4500 * kMs);
+  EXPECT_TRUE(ev[0].active());
+  EXPECT_EQ(Gauge("fabricscope_ecn_mistuning_active",
+                  {{"device", "mlx5_0"}, {"port", "1"}, {"kind", "marking_too_late"}}),
+            1);
+}
+
+TEST_F(DetectorsTest, EcnTooAggressiveOnlyAtLowUtilization) {
+  Start();
+  const SeriesId cnp = Series("hw_counters", "rp_cnp_handled", "mlx5_0", 1, "eth2");
+  const SeriesId rx = Series("counters", "port_rcv_data", "mlx5_0", 1, "eth2");
+  // CNPs at 10000/s throughout. 0-3 s: 90 Gb/s; 3-6 s: 5 Gb/s.
+  auto cnps = [](int64_t t) { return static_cast<uint64_t>(t / kMs * 10); };
+  auto bytes_over_4 = [](int64_t t) {
+    const double busy = static_cast<double>(std::min(t, 3 * kSec)) * 1e-9 * 90e9 / 8;
+    const double idle = static_cast<double>(std::max<int64_t>(0, t - 3 * kSec)) * 1e-9 * 5e9 / 8;
+    return static_cast<uint64_t>((busy + idle) / 4);
+  };
+  Drive({{cnp, cnps}, {rx, bytes_over_4}}, kT0, 6 * kSec, 10 * kMs);
+  auto ev = Events("ecn_mistuning");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "too_aggressive");
+  EXPECT_GT(ev[0].start_unix_nano, kT0 + 3 * kSec);
+  EXPECT_NEAR(ev[0].peak, 10000, 500);
+}
+
+TEST_F(DetectorsTest, EcnDisabledOnPfcPriority) {
+  Start();
+  const SeriesId pfc3 = Series("dcb_config", "pfc_enabled_prio3", "", 0, "eth2");
+  const SeriesId np3 = Series("dcb_config", "ecn_roce_np_enable_3", "", 0, "eth2");
+  const SeriesId rp3 = Series("dcb_config", "ecn_roce_rp_enable_3", "", 0, "eth2");
+  store_.Append(pfc3, kT0, 1);
+  store_.Append(np3, kT0, 1);
+  store_.Append(rp3, kT0, 1);
+  EXPECT_TRUE(Events("ecn_mistuning").empty());
+  store_.Append(np3, kT0 + 10 * kSec, 0);  // someone turned ECN off on priority 3
+  auto ev = Events("ecn_mistuning");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "ecn_disabled_on_pfc_priority");
+  EXPECT_EQ(ev[0].priority, "3");
+  EXPECT_EQ(ev[0].netdev, "eth2");
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  store_.Append(np3, kT0 + 20 * kSec, 1);
+  ev = Events("ecn_mistuning");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_FALSE(ev[0].active());
+}
+
+TEST_F(DetectorsTest, RetransmitSpikeAgainstItsBaseline) {
+  Start();
+  const SeriesId oos = Series("hw_counters", "out_of_sequence", "mlx5_0", 1, "eth2");
+  const SeriesId seq = Series("hw_counters", "packet_seq_err", "mlx5_0", 1, "eth2");
+  // out_of_sequence: 2/s, then 500/s during 40-42 s. packet_seq_err: a steady
+  // 50/s (above the floor but its own baseline): never a spike.
+  auto o = [](int64_t t) {
+    return static_cast<uint64_t>(t / (500 * kMs) +
+                                 (std::clamp(t, 40 * kSec, 42 * kSec) - 40 * kSec) / (2 * kMs));
+  };
+  auto s = [](int64_t t) { return static_cast<uint64_t>(t / (20 * kMs)); };
+  Drive({{oos, o}, {seq, s}}, kT0, 50 * kSec, 10 * kMs);
+  auto ev = Events("retransmit_spike");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "out_of_sequence");
+  EXPECT_GE(ev[0].start_unix_nano, kT0 + 40 * kSec);
+  EXPECT_LT(ev[0].start_unix_nano, kT0 + 41 * kSec);
+  EXPECT_FALSE(ev[0].active());
+  EXPECT_GT(ev[0].end_unix_nano, kT0 + 42 * kSec);
+}
+
+TEST_F(DetectorsTest, LinkDownedAndFecCorrectedRising) {
+  Start();
+  const SeriesId down = Series("ethtool", "link_down_events_phy", "", 0, "eth2");
+  const SeriesId bits = Series("ethtool", "rx_corrected_bits_phy", "", 0, "eth2");
+  // One link-down at 5 s; corrected bits 100/s, then 1e6/s from 20 s to 25 s.
+  auto d = [](int64_t t) { return static_cast<uint64_t>(t >= 5 * kSec ? 1 : 0); };
+  auto b = [](int64_t t) {
+    return static_cast<uint64_t>(t / (10 * kMs) +
+                                 (std::clamp(t, 20 * kSec, 25 * kSec) - 20 * kSec) / 1000);
+  };
+  Drive({{down, d}, {bits, b}}, kT0, 40 * kSec, 100 * kMs);
+  auto ev = Events("link_degradation");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, "link_downed");
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  EXPECT_EQ(ev[0].netdev, "eth2");
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 4900 * kMs);
+  EXPECT_FALSE(ev[0].active());
+  EXPECT_EQ(ev[1].kind, "fec_corrected_rising");
+  EXPECT_GE(ev[1].start_unix_nano, kT0 + 19900 * kMs);
+  EXPECT_LT(ev[1].start_unix_nano, kT0 + 21 * kSec);
+  EXPECT_FALSE(ev[1].active());
+}
+
+TEST_F(DetectorsTest, MicroburstsCloseTogetherAreOneEpisode) {
+  Start();
+  const SeriesId rx = Series("counters", "port_rcv_data", "mlx5_0", 1, "eth2");
+  // 1 GB/s background (octets/4), with 20 ms bursts at 12 GB/s at 2.0 s and
+  // 2.1 s (one episode) and at 4.0 s (another).
+  auto v = [](int64_t t) {
+    double bytes = static_cast<double>(t) * 1e-9 * 1e9;
+    for (int64_t b : {2000 * kMs, 2100 * kMs, 4000 * kMs}) {
+      bytes += static_cast<double>(std::clamp(t, b, b + 20 * kMs) - b) * 1e-9 * 11e9;
+    }
+    return static_cast<uint64_t>(bytes / 4);
+  };
+  Drive({{rx, v}}, kT0, 5 * kSec, 10 * kMs);
+  auto ev = Events("microburst");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, "burst");
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  EXPECT_EQ(ev[0].direction, "rx");
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 2000 * kMs);
+  EXPECT_EQ(ev[0].end_unix_nano, kT0 + 2120 * kMs);
+  EXPECT_NEAR(ev[0].peak, 12e9, 1e8);
+  EXPECT_EQ(ev[1].start_unix_nano, kT0 + 4000 * kMs);
+}
+
+TEST_F(DetectorsTest, DisabledDetectorsSeeNothingAndBadOptionsAreNamed) {
+  DetectorOptions o;
+  o.enabled = {"microburst"};
+  Start(o);
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  Drive({{rx3, [](int64_t t) { return PausedUs(t, 0, INT64_MAX, 1.0); }}}, kT0, 2 * kSec, 10 * kMs);
+  EXPECT_TRUE(Events("pfc_storm").empty());
+
+  DetectorOptions bad;
+  bad.enabled = {"pfc_storm", "nope"};
+  EXPECT_NE(bad.Validate().message().find("nope"), std::string::npos);
+  bad = {};
+  bad.microburst_signals = {"port_bytes", "no_such_signal"};
+  EXPECT_NE(bad.Validate().message().find("no_such_signal"), std::string::npos);
+  bad = {};
+  bad.pfc_storm_fraction = 0;
+  EXPECT_NE(bad.Validate().message().find("pfc-storm-fraction"), std::string::npos);
+  EXPECT_TRUE(DetectorOptions{}.Validate().ok());
+}
+
+}  // namespace
+}  // namespace fabricscope

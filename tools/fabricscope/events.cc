@@ -1,0 +1,88 @@
+#include "tools/fabricscope/events.h"
+
+#include <iostream>
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/query_client.h"
+
+namespace fabricscope::cli {
+
+std::string EventJson(const v1::Event& e) {
+  return absl::StrCat(
+      "{\"detector\":", JsonString(e.detector()), ",\"kind\":", JsonString(e.kind()),
+      ",\"device\":", JsonString(e.device()), ",\"port\":", e.port(),
+      ",\"netdev\":", JsonString(e.netdev()), ",\"priority\":", JsonString(e.priority()),
+      ",\"direction\":", JsonString(e.direction()), ",\"start_unix_nano\":", e.start_unix_nano(),
+      ",\"end_unix_nano\":", e.active() ? "null" : absl::StrCat(e.end_unix_nano()),
+      ",\"detected_unix_nano\":", e.detected_unix_nano(), ",\"peak\":", JsonNumber(e.peak()),
+      ",\"summary\":", JsonString(e.summary()), "}");
+}
+
+std::string EventsJson(const v1::EventsResponse& response) {
+  std::string out = "[";
+  for (int i = 0; i < response.events_size(); ++i) {
+    absl::StrAppend(&out, i ? ",\n " : "\n ", EventJson(response.events(i)));
+  }
+  absl::StrAppend(&out, response.events_size() ? "\n]\n" : "]\n");
+  return out;
+}
+
+std::string EventsHuman(const v1::EventsResponse& response) {
+  if (response.events_size() == 0) return "no detector events\n";
+  std::string out = absl::StrFormat("%-27s %-9s %-17s %-29s %s\n", "START", "DURATION", "DETECTOR",
+                                    "KIND", "SUMMARY");
+  for (const v1::Event& e : response.events()) {
+    const std::string duration =
+        e.active() ? "active"
+                   : FormatDurationShort(static_cast<int64_t>(e.end_unix_nano()) -
+                                         static_cast<int64_t>(e.start_unix_nano()));
+    absl::StrAppend(&out, absl::StrFormat("%-27s %-9s %-17s %-29s %s\n",
+                                          FormatUnixNano(static_cast<int64_t>(e.start_unix_nano())),
+                                          duration, e.detector(), e.kind(), e.summary()));
+  }
+  return out;
+}
+
+int RunEvents(const CliContext& ctx, const std::vector<std::string>& args) {
+  std::ostream& out = std::cout;
+  std::ostream& err = std::cerr;
+  auto flags = Flags::Parse(args, {"since", "detector"}, {"active"});
+  if (!flags.ok()) {
+    err << "fabricscope events: " << flags.status().message() << "\n"
+        << "usage: fabricscope events [--since=DUR] [--detector=NAME] [--active]\n";
+    return kExitUsage;
+  }
+  auto common = ParseCommon(ctx);
+  if (!common.ok()) {
+    err << "fabricscope events: " << common.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto since = ParseSince(flags->Get("since", "1h"));
+  if (!since.ok()) {
+    err << "fabricscope events: " << since.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::EventsRequest req;
+  const int64_t now = NowUnixNano();
+  req.mutable_time_range()->set_from_unix_nano(
+      static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
+  req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
+  req.set_detector(flags->Get("detector"));
+  req.set_active_only(flags->Has("active"));
+  auto stub = MakeQueryStub(common->server);
+  grpc::ClientContext call;
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::EventsResponse resp;
+  grpc::Status s = stub->Events(&call, req, &resp);
+  if (!s.ok()) {
+    err << "fabricscope events: " << common->server << ": " << s.error_message() << "\n";
+    return kExitFailure;
+  }
+  out << (common->json ? EventsJson(resp) : EventsHuman(resp));
+  return kExitOk;
+}
+
+}  // namespace fabricscope::cli
