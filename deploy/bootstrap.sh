@@ -12,10 +12,13 @@ packages=(
   libibverbs-dev libibumad-dev libibmad-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   prometheus-cpp-dev
+  libcivetweb-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
-  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq python3
+  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq python3 python3-yaml
+  # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
+  systemd
 )
 
 missing=()
