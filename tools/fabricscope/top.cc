@@ -14,7 +14,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/events.h"
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
@@ -143,12 +145,25 @@ void TopModel::Update(TopColumn column, const v1::SeriesResponse& series, int64_
   }
 }
 
+std::vector<std::string> TopModel::ActiveOn(const Row& row) const {
+  std::vector<std::string> out;
+  for (const v1::Event& e : active_.events()) {
+    const bool port = (!e.netdev().empty() && e.netdev() == row.netdev) ||
+                      (!e.device().empty() && e.device() == row.device && e.port() == row.port);
+    if (!port) continue;
+    if (!e.priority().empty() && e.priority() != row.priority) continue;
+    std::string k = absl::StrCat(e.detector(), "/", e.kind());
+    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(std::move(k));
+  }
+  return out;
+}
+
 std::string TopModel::RenderHuman(int64_t now_ns) const {
   std::string out = absl::StrCat("fabricscope top  ", FormatUnixNano(now_ns),
                                  "   current (peak since start)   q or Ctrl-C quits\n\n");
   absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", "PORT", "NETDEV", "PRIO"));
   for (const char* t : kColumnTitles) absl::StrAppend(&out, absl::StrFormat(" %17s", t));
-  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "  ACTIVE\n");
   for (const auto& [key, row] : rows_) {
     std::string port = row.device.empty() ? "-" : absl::StrCat(row.device, "/", row.port);
     absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", port,
@@ -159,10 +174,20 @@ std::string TopModel::RenderHuman(int64_t now_ns) const {
                                                                      FormatRate(c.peak), ")")
                                                       : "-"));
     }
-    absl::StrAppend(&out, "\n");
+    const std::vector<std::string> active = ActiveOn(row);
+    absl::StrAppend(&out, "  ", active.empty() ? "-" : absl::StrJoin(active, ","), "\n");
   }
   if (rows_.empty()) absl::StrAppend(&out, "(no congestion series yet)\n");
-  absl::StrAppend(&out, "\ndetectors: not available in this release (Query.Events is empty)\n");
+  if (active_.events_size() == 0) {
+    absl::StrAppend(&out, "\nno detector active\n");
+  } else {
+    absl::StrAppend(&out, "\nactive detectors:\n");
+    for (const v1::Event& e : active_.events()) {
+      absl::StrAppend(&out, "  ", e.detector(), "/", e.kind(), " since ",
+                      FormatUnixNano(static_cast<int64_t>(e.start_unix_nano())), ": ", e.summary(),
+                      "\n");
+    }
+  }
   return out;
 }
 
@@ -172,7 +197,12 @@ std::string TopModel::RenderJson(int64_t now_ns) const {
   for (const auto& [key, row] : rows_) {
     absl::StrAppend(&out, first ? "" : ",", "{\"device\":", JsonString(row.device),
                     ",\"port\":", row.port, ",\"netdev\":", JsonString(row.netdev),
-                    ",\"priority\":", JsonString(row.priority));
+                    ",\"priority\":", JsonString(row.priority), ",\"active\":[");
+    const std::vector<std::string> active = ActiveOn(row);
+    for (size_t i = 0; i < active.size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", JsonString(active[i]));
+    }
+    absl::StrAppend(&out, "]");
     first = false;
     for (int i = 0; i < kNumTopColumns; ++i) {
       if (!row.cells[i].seen) continue;
@@ -181,6 +211,10 @@ std::string TopModel::RenderJson(int64_t now_ns) const {
                       ",\"peak\":", JsonNumber(row.cells[i].peak), "}");
     }
     absl::StrAppend(&out, "}");
+  }
+  absl::StrAppend(&out, "],\"active_events\":[");
+  for (int i = 0; i < active_.events_size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", EventJson(active_.events(i)));
   }
   absl::StrAppend(&out, "]}\n");
   return out;
@@ -251,6 +285,16 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
         }
         model.Update(static_cast<TopColumn>(c), resp, window_ns);
       }
+    }
+    {
+      v1::EventsRequest req;
+      req.set_active_only(true);
+      req.mutable_time_range()->set_from_unix_nano(1);
+      req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
+      grpc::ClientContext call;
+      call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::EventsResponse resp;
+      if (grpc::Status s = stub->Events(&call, req, &resp); s.ok()) model.SetActiveEvents(resp);
     }
     if (common->json) {
       out << model.RenderJson(now);

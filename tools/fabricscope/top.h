@@ -8,15 +8,17 @@
 // discards and retransmits (out_of_sequence, packet_seq_err,
 // local_ack_timeout_err, implied_nak_seq_err, roce_adp_retrans*). Rows come
 // from Query.Series; ports are mapped to their netdev with Query.Ports.
-// Detector states join the view when the detectors land (Query.Events is
-// empty in this release; the footer says so).
+// The last column names the detector episodes active on the row's port (and
+// priority, for events that have one): Query.Events with active_only; a
+// footer lists each active event with its summary.
 //
 // Keys: q quits (stdin in non-canonical mode while a terminal); Ctrl-C quits
 // and restores the terminal. --iterations N stops after N refreshes (tests,
 // scripts). On a terminal the screen is redrawn in place; otherwise frames
 // are printed one after another. --output json prints one JSON object per
 // refresh: {"ts_unix_nano": N, "rows": [{"device", "port", "netdev",
-// "priority", "<column>": {"current", "peak"}...}]}.
+// "priority", "active": ["detector/kind"...], "<column>": {"current", "peak"}...}],
+// "active_events": [... as `fabricscope events --output json`]}.
 #pragma once
 
 #include <iosfwd>
@@ -51,6 +53,8 @@ class TopModel {
   };
 
   void SetPorts(const v1::PortsResponse& ports);
+  // The detector events active now (Query.Events with active_only).
+  void SetActiveEvents(const v1::EventsResponse& events) { active_ = events; }
   // One refresh: `series` holds the samples of the last `window_ns` per column.
   void Update(TopColumn column, const v1::SeriesResponse& series, int64_t window_ns);
   // Starts a refresh: current values go back to 0 (peaks stay).
@@ -62,7 +66,11 @@ class TopModel {
 
  private:
   Row& RowFor(const v1::SeriesData& d);
+  // "detector/kind" of the active events on a row's port (and its priority,
+  // for events that have one).
+  std::vector<std::string> ActiveOn(const Row& row) const;
   std::vector<v1::Port> ports_;
+  v1::EventsResponse active_;
   std::map<std::tuple<std::string, uint32_t, std::string, std::string>, Row> rows_;
 };
 
