@@ -451,6 +451,24 @@ const std::vector<Option>& Options() {
          c->detect.max_events = n;
          return absl::OkStatus();
        }},
+      {"allow-root", "",
+       "Run as root. Without it the daemon refuses to start as root unless --user is given: "
+       "no collector needs privileges (sysfs, rtnetlink and ethtool reads work unprivileged).",
+       false, [](const Config& c) { return c.allow_root ? "true" : "false"; },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         if (v == "true" || v.empty()) {
+           c->allow_root = true;
+         } else if (v == "false") {
+           c->allow_root = false;
+         } else {
+           return absl::InvalidArgumentError("expected true or false");
+         }
+         return absl::OkStatus();
+       }},
+      {"user", "NAME",
+       "Started as root: switch to this user (and its group, no supplementary groups) once the "
+       "listeners are bound. Empty: stay who we are.",
+       false, [](const Config& c) { return c.run_as_user; }, StringSetter(&Config::run_as_user)},
       {"replay", "FILE",
        "Replay a JSON Lines recording (docs/recording.md) instead of polling: samples go through "
        "the store and detectors, spans through correlation. Empty: poll the host.",
@@ -541,7 +559,10 @@ absl::StatusOr<std::vector<Flag>> SplitFlags(const std::vector<std::string>& arg
       if (!IsBoolFlag(f.key) && f.key != "config" && FindOption(f.key) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.key, " (see --help)"));
       }
-      if (!IsBoolFlag(f.key)) {
+      if (const Option* o = FindOption(f.key); o != nullptr && o->value_hint.empty()) {
+        f.value = "true";  // a boolean option given bare: --allow-root
+        f.has_value = true;
+      } else if (!IsBoolFlag(f.key)) {
         if (i + 1 >= args.size()) {
           return absl::InvalidArgumentError(absl::StrCat("flag --", f.key, " needs a value"));
         }
@@ -717,8 +738,8 @@ std::string HelpText() {
   Config defaults;
   for (const Option& o : Options()) {
     std::string def = o.get(defaults);
-    absl::StrAppend(&out, "  --", o.name, "=", o.value_hint, "\n      ", o.help,
-                    o.reloadable ? " [reloadable]" : "",
+    absl::StrAppend(&out, "  --", o.name, o.value_hint.empty() ? "[=true|false]" : "=",
+                    o.value_hint, "\n      ", o.help, o.reloadable ? " [reloadable]" : "",
                     "\n      (default: ", def.empty() ? "\"\"" : def, ")\n");
   }
   absl::StrAppend(&out,

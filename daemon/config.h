@@ -92,6 +92,11 @@ struct Config {
   // Detectors (daemon/detect/detectors.h documents the rules and defaults).
   DetectorOptions detect;
 
+  // Privileges (daemon/privileges.h): refuse root unless allowed; or switch
+  // to run_as_user after binding.
+  bool allow_root = false;
+  std::string run_as_user;
+
   // Replay (--replay FILE): feed a JSON Lines recording instead of polling.
   std::string replay_file;
   double replay_speed = 1.0;  // 0: as fast as possible ("max")

@@ -1,6 +1,9 @@
 // fabricscoped: the per-host fabric telemetry daemon. Everything lives in the
 // core library; this file only parses the command line and runs the Daemon.
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "collectors/registry.h"
 #include "collectors/signals.h"
@@ -8,6 +11,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/privileges.h"
 #include "daemon/version.h"
 
 int main(int argc, char** argv) {
@@ -39,11 +43,22 @@ int main(int argc, char** argv) {
     std::fputs(registry.List().c_str(), stdout);
     return 0;
   }
+  const std::string user = cl->config.run_as_user;
+  if (auto s = CheckRootPolicy(geteuid() == 0, cl->config.allow_root, user); !s.ok()) {
+    std::fprintf(stderr, "fabricscoped: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   Daemon daemon(*std::move(cl), RealClock::Get());
-  if (auto s = daemon.Init(); !s.ok()) {
+  auto startup_failed = [](const absl::Status& s) {
     Log(LogLevel::kError, "daemon", "startup failed", {{"error", std::string(s.message())}});
     std::fprintf(stderr, "fabricscoped: %s\n", std::string(s.message()).c_str());
     return 1;
+  };
+  if (auto s = daemon.Init(); !s.ok()) return startup_failed(s);
+  if (!user.empty()) {
+    if (auto s = DropPrivileges(user); !s.ok()) return startup_failed(s);
+    Log(LogLevel::kInfo, "daemon", "switched user",
+        {{"user", user}, {"uid", std::to_string(getuid())}, {"gid", std::to_string(getgid())}});
   }
   return daemon.Run();
 }

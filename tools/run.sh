@@ -45,8 +45,18 @@ fi
 for a in "${args[@]}"; do
   case "$a" in --help | --version | --list-collectors | --dump-metrics-reference) demo=off ;; esac
 done
+# As root, the daemon switches to an unprivileged user once its listeners are
+# bound (it refuses plain root; no collector needs privileges), unless the
+# arguments already say --user or --allow-root.
+who=()
+if [ "$(id -u)" -eq 0 ]; then
+  who=(--user=nobody)
+  for a in "${args[@]}"; do
+    case "$a" in --user=* | --user | --allow-root | --allow-root=*) who=() ;; esac
+  done
+fi
 if [ "$demo" = off ]; then
-  exec "$BIN/fabricscoped" "${args[@]}"
+  exec "$BIN/fabricscoped" "${who[@]}" "${args[@]}"
 fi
 
 [ -x "$BIN/fabricsim" ] || { echo "run.sh: $BIN/fabricsim not built" >&2; exit 1; }
@@ -64,6 +74,7 @@ for a in "${args[@]}"; do
 done
 
 dir="$(mktemp -d /tmp/fabricscope-demo.XXXXXX)"
+chmod 755 "$dir"  # readable by the daemon after it switched user
 touch "$dir/.fabricsim-remove-ok"
 # Until the exec below, a signal removes the directory (the simulator, once
 # started, also goes: it watches this pid).
@@ -127,4 +138,5 @@ echo "  correlation:  $BIN/fabricscope correlate --since 1m"
 echo "  ground truth: $dir/ground_truth.json (what the simulator injected, and when)"
 echo "  stop:         Ctrl-C (the simulator stops with the daemon)"
 
-exec "$BIN/fabricscoped" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" "${args[@]}"
+[ ${#who[@]} -eq 0 ] || echo "  user:         the daemon switches to ${who[0]#--user=} once listening (it needs no privileges)"
+exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" "${args[@]}"

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 expect_startup_error() {
   local want="$1"; shift
   local rc=0
-  "$DAEMON" "$@" >/dev/null 2>"$WORK/err" || rc=$?
+  "$DAEMON" "${ROOT_ARGS[@]}" "$@" >/dev/null 2>"$WORK/err" || rc=$?
   [ "$rc" -ne 0 ] || fail "daemon accepted $*"
   grep -q -- "$want" "$WORK/err" || fail "error for $* does not mention '$want': $(cat "$WORK/err")"
 }

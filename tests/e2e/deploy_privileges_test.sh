@@ -34,7 +34,7 @@ chmod 0755 "$WORK" "$WORK/sys" "$WORK/sys/class" "$WORK/sys/class/infiniband"
 run_as() {
   local name=$1
   shift
-  ip netns exec "$NS" "$@" "$DAEMON" --sysfs-root="$WORK/sys" --netdev-include='fsv.*' \
+  ip netns exec "$NS" "$@" "$DAEMON" "${ROOT_ARGS[@]}" --sysfs-root="$WORK/sys" --netdev-include='fsv.*' \
     --collectors=netdev,ethtool,dcb_config --config-interval=200ms \
     --metrics-listen=127.0.0.1:19478 --grpc-listen=127.0.0.1:19479 \
     >"$WORK/$name.out" 2>"$WORK/$name.log" &

@@ -7,6 +7,9 @@ BIN="${FABRICSCOPE_BINARY_DIR:-$SRC/build/release}"
 DAEMON="$BIN/fabricscoped"
 WORK="$(mktemp -d /tmp/fabricscope-e2e.XXXXXX)"
 PIDS=()
+# The daemon refuses root without --allow-root (tests run as root in CI).
+ROOT_ARGS=()
+[ "$(id -u)" -eq 0 ] && ROOT_ARGS=(--allow-root)
 
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
@@ -23,7 +26,7 @@ fail() {
 # start_daemon ARGS...: starts fabricscoped with metrics on a free loopback
 # port; sets DAEMON_PID and METRICS_ADDR.
 start_daemon() {
-  "$DAEMON" --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 "$@" >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
+  "$DAEMON" "${ROOT_ARGS[@]}" --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 "$@" >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
   METRICS_ADDR=""
