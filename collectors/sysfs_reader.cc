@@ -19,7 +19,15 @@ absl::StatusOr<uint64_t> ParseCounter(absl::string_view text) {
   if (absl::StartsWith(text, "N/A")) {
     return absl::UnimplementedError("counter not available (N/A)");
   }
-  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  if (text.empty()) return absl::DataLossError("empty counter file");
+  // The kernel always ends a counter attribute with a newline: a value
+  // without one is a truncated or torn read ("742" of "742114\n"), and taking
+  // it would fake a reset and then a huge jump.
+  if (text.back() != '\n') {
+    return absl::DataLossError(absl::StrCat("counter value without its newline (truncated?): \"",
+                                            absl::CEscape(text.substr(0, 32)), "\""));
+  }
+  text.remove_suffix(1);
   if (text.empty()) return absl::DataLossError("empty counter file");
   uint64_t v = 0;
   for (char c : text) {

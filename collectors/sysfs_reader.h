@@ -5,8 +5,9 @@
 // allocates nothing on success and costs one syscall per read, so a collector
 // can read hundreds of counters every 10 ms. Re-open only after hot-plug.
 //
-// Strict parsing (ParseCounter): the whole content must be a decimal u64 with
-// an optional single trailing '\n'. Empty, non-numeric, signed, padded,
+// Strict parsing (ParseCounter): the whole content must be a decimal u64 and
+// its trailing '\n' (a value without it is a truncated or torn read). Empty,
+// non-numeric, signed, padded,
 // overflowing (> 2^64-1) or over-long content is an error, never a zero.
 //
 // Errors are absl::Status values whose code says what happened; ErrorCodeOf()

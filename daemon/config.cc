@@ -182,6 +182,7 @@ const std::vector<Option>& Options() {
        "besides the netdevs of RDMA ports.",
        false, [](const Config& c) { return c.netdev_include; },
        [](absl::string_view v, Config* c) -> absl::Status {
+         if (auto s = CheckRegexBounds(v); !s.ok()) return s;
          try {
            std::regex re{std::string(v)};
          } catch (const std::regex_error& e) {
@@ -451,6 +452,24 @@ const std::vector<Option>& Options() {
          c->detect.max_events = n;
          return absl::OkStatus();
        }},
+      {"grpc-tls-cert", "FILE",
+       "PEM certificate (chain) of the gRPC server; with --grpc-tls-key, ingest and queries "
+       "are served over TLS only. Empty: plain text.",
+       false, [](const Config& c) { return c.grpc_tls_cert; },
+       StringSetter(&Config::grpc_tls_cert)},
+      {"grpc-tls-key", "FILE", "PEM private key of --grpc-tls-cert.", false,
+       [](const Config& c) { return c.grpc_tls_key; }, StringSetter(&Config::grpc_tls_key)},
+      {"grpc-tls-client-ca", "FILE",
+       "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). Needs "
+       "--grpc-tls-cert.",
+       false, [](const Config& c) { return c.grpc_tls_client_ca; },
+       StringSetter(&Config::grpc_tls_client_ca)},
+      {"metrics-auth-file", "FILE",
+       "\"user:password\" lines: /metrics requires HTTP basic auth (/healthz and /readyz stay "
+       "open). Plain HTTP: terminate TLS in front of the daemon (see deploy/README.md). Empty: "
+       "no auth.",
+       false, [](const Config& c) { return c.metrics_auth_file; },
+       StringSetter(&Config::metrics_auth_file)},
       {"allow-root", "",
        "Run as root. Without it the daemon refuses to start as root unless --user is given: "
        "no collector needs privileges (sysfs, rtnetlink and ethtool reads work unprivileged).",

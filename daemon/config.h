@@ -92,6 +92,12 @@ struct Config {
   // Detectors (daemon/detect/detectors.h documents the rules and defaults).
   DetectorOptions detect;
 
+  // Transport security (empty: plain text, no auth).
+  std::string grpc_tls_cert;
+  std::string grpc_tls_key;
+  std::string grpc_tls_client_ca;
+  std::string metrics_auth_file;
+
   // Privileges (daemon/privileges.h): refuse root unless allowed; or switch
   // to run_as_user after binding.
   bool allow_root = false;

@@ -111,11 +111,12 @@ absl::Status Daemon::Init() {
     names.emplace_back(c->name());
   }
 
-  auto exporter = PrometheusExporter::Start(
-      config_.metrics_listen, &metrics_, store_.get(), [this]() -> HealthStatus {
-        const Scheduler::Health h = scheduler_->CheckHealth(clock_->SteadyNow());
-        return {h.live, h.ready, h.detail};
-      });
+  auto exporter = PrometheusExporter::Start(config_.metrics_listen, {config_.metrics_auth_file},
+                                            &metrics_, store_.get(), [this]() -> HealthStatus {
+                                              const Scheduler::Health h =
+                                                  scheduler_->CheckHealth(clock_->SteadyNow());
+                                              return {h.live, h.ready, h.detail};
+                                            });
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 
@@ -139,7 +140,9 @@ absl::Status Daemon::Init() {
                                              clock_, &metrics_);
   ingest_service_ = std::make_unique<IngestService>(ingester_.get());
   otlp_service_ = std::make_unique<OtlpTraceService>(ingester_.get());
-  grpc_server_ = std::make_unique<GrpcServer>(config_.grpc_listen);
+  grpc_server_ = std::make_unique<GrpcServer>(
+      config_.grpc_listen,
+      GrpcTlsOptions{config_.grpc_tls_cert, config_.grpc_tls_key, config_.grpc_tls_client_ca});
   grpc_server_->AddService(ingest_service_.get());
   grpc_server_->AddService(otlp_service_.get());
   // Register further gRPC services here (before Start).

@@ -8,6 +8,8 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ cmake ninja-build pkg-config git clang-format
+  # libFuzzer targets (the fuzz preset, tests/fuzz/run_fuzzers.sh)
+  clang libclang-rt-14-dev
   # libraries (see DESIGN.md section 2)
   libibverbs-dev libibumad-dev libibmad-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
@@ -16,7 +18,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
-  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq python3 python3-yaml
+  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq openssl python3 python3-yaml
   # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
   systemd
 )

@@ -2,15 +2,23 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/store/aggregates.h"
 #include "prometheus/metric_type.h"
@@ -333,7 +341,60 @@ int HandleProbe(mg_connection* conn) {
 
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     const std::string& listen, MetricsRegistry* metrics, const Store* store, HealthFn health) {
+  return Start(listen, Security{}, metrics, store, std::move(health));
+}
+
+namespace {
+
+// "user:password" lines; '#' starts a comment line.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadAuthFile(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return absl::InvalidArgumentError(absl::StrCat("metrics-auth-file: cannot read '", path, "'"));
+  std::vector<std::pair<std::string, std::string>> users;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || l[0] == '#') continue;
+    const size_t colon = l.find(':');
+    if (colon == absl::string_view::npos || colon == 0 || colon + 1 == l.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics-auth-file: ", path, ":", n, ": expected user:password"));
+    }
+    users.emplace_back(std::string(l.substr(0, colon)), std::string(l.substr(colon + 1)));
+  }
+  if (users.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics-auth-file: ", path, ": no user"));
+  }
+  return users;
+}
+
+// Compares without an early exit on the first differing byte.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0;
+    const unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
+    const std::string& listen, const Security& security, MetricsRegistry* metrics,
+    const Store* store, HealthFn health) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
+  std::vector<std::pair<std::string, std::string>> users;
+  if (!security.auth_file.empty()) {
+    auto u = ReadAuthFile(security.auth_file);
+    if (!u.ok()) return u.status();
+    users = *std::move(u);
+  }
   if (health) {
     e->health_ = std::make_unique<HealthFn>(std::move(health));
     std::lock_guard lock(g_health_mu);
@@ -341,8 +402,15 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
   }
   CivetCallbacks callbacks;  // zero-initialised by its constructor
   callbacks.begin_request = HandleProbe;
+  // Idle or never-reading clients hold a civetweb worker until the request
+  // timeout: more workers than the default 2 and a short timeout keep a few
+  // such peers from blocking scrapes and the probes.
+  std::vector<std::string> options = {"listening_ports",    listen,
+                                      "num_threads",        absl::StrCat(kHttpThreads),
+                                      "request_timeout_ms", absl::StrCat(kHttpRequestTimeoutMs),
+                                      "linger_timeout_ms",  "500"};
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(listen, 2, &callbacks);
+    e->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
   } catch (const std::exception& ex) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on metrics-listen ", listen, ": ", ex.what()));
@@ -350,6 +418,15 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
   e->store_collectable_ = std::make_shared<StoreCollectable>(store);
   e->exposer_->RegisterCollectable(metrics->registry());
   e->exposer_->RegisterCollectable(e->store_collectable_);
+  if (!users.empty()) {
+    e->exposer_->RegisterAuth(
+        [users](const std::string& user, const std::string& password) {
+          bool ok = false;
+          for (const auto& [u, p] : users) ok |= u == user && SameSecret(p, password);
+          return ok;
+        },
+        "fabricscope", "/metrics");
+  }
   std::vector<int> ports = e->exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError("metrics server has no listening port");
   std::string host = listen.substr(0, listen.rfind(':'));
@@ -357,8 +434,51 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
   return e;
 }
 
+namespace {
+
+// Opens and closes one TCP connection to `address` (HOST:PORT; a wildcard
+// host means loopback). Used to wake civetweb's accept loop.
+void Poke(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return;
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return;
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    (void)connect(fd, res->ai_addr, res->ai_addrlen);
+    close(fd);
+  }
+  freeaddrinfo(res);
+}
+
+}  // namespace
+
 PrometheusExporter::~PrometheusExporter() {
+  // civetweb's stop waits for its accept loop, which only looks at the stop
+  // flag between polls of up to 2 s; a connection wakes the poll, so keep
+  // poking (every 20 ms) until the server has stopped: SIGTERM stays well
+  // within its bound.
+  std::atomic<bool> stopped{false};
+  std::thread waker;
+  if (exposer_ != nullptr && !address_.empty()) {
+    waker = std::thread([this, &stopped] {
+      while (!stopped.load()) {
+        Poke(address_);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
   exposer_.reset();  // no request runs after this
+  stopped.store(true);
+  if (waker.joinable()) waker.join();
   std::lock_guard lock(g_health_mu);
   if (g_health == health_.get()) g_health = nullptr;
 }

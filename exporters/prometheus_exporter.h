@@ -52,6 +52,8 @@ using HealthFn = std::function<HealthStatus()>;
 
 class PrometheusExporter {
  public:
+  static constexpr int kHttpThreads = 8;
+  static constexpr int kHttpRequestTimeoutMs = 5000;
   // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
   // `health` (may be empty: always healthy) answers /healthz and /readyz; one
   // process serves at most one health function (the last exporter started
@@ -60,6 +62,19 @@ class PrometheusExporter {
                                                                    MetricsRegistry* metrics,
                                                                    const Store* store,
                                                                    HealthFn health = {});
+  // The same with access control for /metrics: `auth_file` ("user:password"
+  // lines, '#' comments) requires HTTP basic auth on /metrics (the probes stay
+  // open). No HTTPS here: Debian 12's civetweb 1.15 fails every TLS request
+  // after the handshake with OpenSSL 3 (its own `civetweb` binary too), so
+  // TLS for /metrics is terminated in front of the daemon (deploy/README.md).
+  struct Security {
+    std::string auth_file;
+  };
+  static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
+                                                                   const Security& security,
+                                                                   MetricsRegistry* metrics,
+                                                                   const Store* store,
+                                                                   HealthFn health);
   ~PrometheusExporter();
 
   // The bound address with the real port, e.g. "127.0.0.1:40123".

@@ -487,7 +487,7 @@ class RetransmitDetector final : public Detector {
     State& st = it->second;
     const auto [rate, baseline] = st.rate.Add(ev, !st.ep.deb.active());
     const bool cond = rate >= o.retransmit_floor && rate >= o.retransmit_factor * baseline;
-    st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline](const Episode& e) {
+    st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline = baseline](const Episode& e) {
       return absl::StrFormat("%s/%u: %s at up to %.0f/s (baseline %.1f/s)", e.tmpl.device,
                              e.tmpl.port, e.tmpl.kind, e.run_peak, baseline);
     });
@@ -578,7 +578,7 @@ class LinkDetector final : public Detector {
     if (st.corrected) {
       const auto [rate, baseline] = st.rate.Add(ev, !st.ep.deb.active());
       const bool cond = rate >= st.floor && rate >= o.fec_corrected_factor * baseline;
-      st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline](const Episode& e) {
+      st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline = baseline](const Episode& e) {
         return absl::StrFormat("%s: FEC corrected rate up to %.3g/s (baseline %.3g/s)",
                                e.tmpl.netdev.empty() ? e.tmpl.device : e.tmpl.netdev, e.run_peak,
                                baseline);

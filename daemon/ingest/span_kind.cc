@@ -1,5 +1,6 @@
 #include "daemon/ingest/span_kind.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/ascii.h"
@@ -69,6 +70,10 @@ absl::StatusOr<std::vector<SpanKindPattern>> ParseSpanKindPatterns(absl::string_
           absl::StrCat("entry \"", entry, "\": unknown kind \"", kind_name,
                        "\" (request, prefill, decode_step, kv_transfer, collective, other)"));
     }
+    if (auto s = CheckRegexBounds(regex); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("entry \"", entry.substr(0, 64), "\": ", s.message()));
+    }
     try {
       std::regex re{std::string(regex), std::regex::ECMAScript | std::regex::icase};
     } catch (const std::regex_error& e) {
@@ -78,6 +83,28 @@ absl::StatusOr<std::vector<SpanKindPattern>> ParseSpanKindPatterns(absl::string_
     out.push_back({std::string(regex), *kind});
   }
   return out;
+}
+
+absl::Status CheckRegexBounds(absl::string_view regex) {
+  if (regex.size() > kMaxRegexLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex longer than ", kMaxRegexLength, " characters"));
+  }
+  int depth = 0, max_depth = 0;
+  for (size_t i = 0; i < regex.size(); ++i) {
+    if (regex[i] == '\\') {
+      ++i;  // an escaped character never opens or closes a group
+    } else if (regex[i] == '(') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (regex[i] == ')') {
+      --depth;
+    }
+  }
+  if (max_depth > kMaxRegexDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex nests groups deeper than ", kMaxRegexDepth, " levels"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<SpanKindClassifier>> SpanKindClassifier::Create(
@@ -113,7 +140,9 @@ SpanKind SpanKindClassifier::Classify(absl::string_view name) const {
     auto it = cache_.find(name);
     if (it != cache_.end()) return it->second;
   }
-  SpanKind kind = Match(name);
+  // Only the first 256 bytes are matched: span names are client input, and
+  // std::regex's matching cost (and recursion) grows with the text.
+  SpanKind kind = Match(name.substr(0, 256));
   std::unique_lock lock(mu_);
   if (cache_.size() < kMaxCachedNames) cache_.emplace(std::string(name), kind);
   return kind;

@@ -56,6 +56,13 @@ absl::StatusOr<std::vector<SpanKindPattern>> ParseSpanKindPatterns(absl::string_
 // The built-in patterns (see the file comment).
 const std::vector<SpanKindPattern>& DefaultSpanKindPatterns();
 
+// Bounds a user-supplied regex before it reaches std::regex, whose compiler
+// and matcher recurse per nesting level (deep nesting overflows the stack):
+// at most kMaxRegexLength characters and kMaxRegexDepth nested groups.
+inline constexpr size_t kMaxRegexLength = 1024;
+inline constexpr int kMaxRegexDepth = 16;
+absl::Status CheckRegexBounds(absl::string_view regex);
+
 class SpanKindClassifier {
  public:
   // `user_patterns` are tried before the defaults. Fails on an invalid regex.

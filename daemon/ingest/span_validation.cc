@@ -55,7 +55,10 @@ RejectReason ValidateSpan(const Span& span, const IngestLimits& limits, int64_t 
     return RejectReason::kMissingName;
   }
   if (span.end_unix_nano < span.start_unix_nano) {
-    SetDetail(detail, absl::StrCat("end is ", span.start_unix_nano - span.end_unix_nano,
+    // Unsigned: the difference of two arbitrary int64 times may not fit.
+    SetDetail(detail, absl::StrCat("end is ",
+                                   static_cast<uint64_t>(span.start_unix_nano) -
+                                       static_cast<uint64_t>(span.end_unix_nano),
                                    "ns before start"));
     return RejectReason::kEndBeforeStart;
   }

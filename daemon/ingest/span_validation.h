@@ -44,9 +44,11 @@ struct IngestLimits {
   absl::Duration max_span_age = absl::Hours(1);  // --max-span-age
   absl::Duration max_future = absl::Minutes(1);  // clock skew tolerated
   // Ingest calls (unary requests, open streams) served at once; one more is
-  // answered RESOURCE_EXHAUSTED. Bounds the memory of requests in flight
-  // together with the gRPC message size limit.
-  uint32_t max_concurrent_requests = 64;
+  // answered RESOURCE_EXHAUSTED (counted, result="overload"). Bounds the memory
+  // of requests in flight together with the gRPC message size limit, and is
+  // half of GrpcServer::kMaxThreads so that stalled ingest streams can never
+  // take the threads the Query service needs.
+  uint32_t max_concurrent_requests = 16;
 };
 
 // Checks the fields of an already converted span: ids not zero, name, time

@@ -24,6 +24,9 @@ namespace fabricscope {
 // A parsed JSON value. Values keep their raw text so that non-string
 // attribute values can be passed on verbatim.
 struct JsonValue {
+  // Declared here, defined below: the member containers hold JsonValue, which
+  // is incomplete until the closing brace (clang 14 with libstdc++ 12).
+  JsonValue();
   enum Type { kNull, kBool, kNumber, kString, kArray, kObject } type = kNull;
   std::string str;                                        // decoded string (kString)
   absl::string_view raw;                                  // the value's JSON text
@@ -37,6 +40,7 @@ struct JsonValue {
     return nullptr;
   }
 };
+inline JsonValue::JsonValue() = default;
 
 // Parses one JSON document; `raw` views point into `text`, which must outlive
 // the result.

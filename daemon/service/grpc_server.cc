@@ -1,22 +1,66 @@
 #include "daemon/service/grpc_server.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 
 namespace fabricscope {
 
-GrpcServer::GrpcServer(std::string listen_address) : listen_address_(std::move(listen_address)) {}
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in || ss.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
+  }
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const GrpcTlsOptions& tls) {
+  if (tls.cert_file.empty() && tls.key_file.empty() && tls.client_ca_file.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (tls.cert_file.empty() || tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "grpc-tls-cert and grpc-tls-key must be given together (and grpc-tls-client-ca needs "
+        "both)");
+  }
+  auto cert = ReadPem(tls.cert_file, "grpc-tls-cert");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(tls.key_file, "grpc-tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions opts(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  opts.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!tls.client_ca_file.empty()) {
+    auto ca = ReadPem(tls.client_ca_file, "grpc-tls-client-ca");
+    if (!ca.ok()) return ca.status();
+    opts.pem_root_certs = *ca;
+    opts.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(opts);
+}
+
+}  // namespace
+
+GrpcServer::GrpcServer(std::string listen_address, GrpcTlsOptions tls)
+    : listen_address_(std::move(listen_address)), tls_(std::move(tls)) {}
 
 GrpcServer::~GrpcServer() { Shutdown(absl::Milliseconds(100)); }
 
 void GrpcServer::AddService(grpc::Service* service) { services_.push_back(service); }
 
 absl::Status GrpcServer::Start() {
+  auto creds = Credentials(tls_);
+  if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen_address_, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(listen_address_, *creds, &port_);
   for (grpc::Service* s : services_) builder.RegisterService(s);
   grpc::ResourceQuota quota("fabricscope-grpc");
   quota.SetMaxThreads(kMaxThreads);
@@ -26,6 +70,11 @@ absl::Status GrpcServer::Start() {
   // gRPC enables SO_REUSEPORT by default: a second daemon on the same port
   // would silently share it. Fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A client that opens a stream and never sends holds a server thread: every
+  // connection is closed after kMaxConnectionAge (+ grace for calls in flight),
+  // so stalled streams are reaped; well-behaved clients reconnect.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, kMaxConnectionAgeMs);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, kMaxConnectionAgeGraceMs);
   // Sync-server pollers wake at least this often; Shutdown() waits for them,
   // so the default (1 s) would eat half of the daemon's 2 s SIGTERM bound.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 100);

@@ -29,13 +29,24 @@ class Service;
 
 namespace fabricscope {
 
+// Transport security of the server (all PEM file paths; empty cert: plain
+// text). With client_ca set, clients must present a certificate signed by it
+// (mutual TLS).
+struct GrpcTlsOptions {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
+
 class GrpcServer {
  public:
   static constexpr int kMaxThreads = 32;
   static constexpr int kMaxMessageBytes = 16 << 20;
+  static constexpr int kMaxConnectionAgeMs = 5 * 60 * 1000;
+  static constexpr int kMaxConnectionAgeGraceMs = 30 * 1000;
 
   // `listen_address`: HOST:PORT or [V6]:PORT; port 0 picks a free port.
-  explicit GrpcServer(std::string listen_address);
+  explicit GrpcServer(std::string listen_address, GrpcTlsOptions tls = {});
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
@@ -46,7 +57,7 @@ class GrpcServer {
 
   // Binds and starts serving. Fails (UNAVAILABLE) when the address cannot be
   // bound (gRPC's SO_REUSEPORT is disabled, so a port in use is an error) or
-  // when no service was added.
+  // when no service was added; InvalidArgument when a TLS file cannot be read.
   absl::Status Start();
 
   // The bound address with the real port (after Start), e.g. 127.0.0.1:40123.
@@ -59,6 +70,7 @@ class GrpcServer {
 
  private:
   const std::string listen_address_;
+  const GrpcTlsOptions tls_;
   std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

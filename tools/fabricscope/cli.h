@@ -11,6 +11,11 @@ namespace fabricscope::cli {
 struct CliContext {
   std::string server = "127.0.0.1:9479";  // --server=HOST:PORT
   std::string output = "human";           // --output=human|json
+  // --tls-ca=FILE (server CA: connect with TLS), --tls-cert/--tls-key=FILE
+  // (client certificate for a mutual-TLS server).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 // A subcommand: gets the global context and its own arguments (global flags

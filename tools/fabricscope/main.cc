@@ -19,6 +19,7 @@
 #include "tools/fabricscope/events.h"
 #include "tools/fabricscope/ports.h"
 #include "tools/fabricscope/push.h"
+#include "tools/fabricscope/query_client.h"
 #include "tools/fabricscope/record.h"
 #include "tools/fabricscope/series.h"
 #include "tools/fabricscope/top.h"
@@ -54,7 +55,10 @@ void PrintHelp(FILE* out) {
       "Usage: fabricscope [--server=HOST:PORT] [--output=human|json] SUBCOMMAND [args...]\n\n"
       "Global flags:\n"
       "  --server=HOST:PORT   daemon gRPC address (default 127.0.0.1:9479)\n"
-      "  --output=FORMAT      human (default) or json\n\n"
+      "  --output=FORMAT      human (default) or json\n"
+      "  --tls-ca=FILE        connect with TLS, trusting this PEM CA bundle\n"
+      "  --tls-cert=FILE --tls-key=FILE\n"
+      "                       client certificate and key (servers with --grpc-tls-client-ca)\n\n"
       "Subcommands:\n",
       out);
   for (const Subcommand& s : kSubcommands) {
@@ -93,7 +97,11 @@ int main(int argc, char** argv) {
       std::printf("fabricscope %s (revision %s)\n", fabricscope::kVersion, fabricscope::kRevision);
       return 0;
     }
-    if (take_value("--server", &ctx.server) || take_value("--output", &ctx.output)) continue;
+    if (take_value("--server", &ctx.server) || take_value("--output", &ctx.output) ||
+        take_value("--tls-ca", &ctx.tls_ca) || take_value("--tls-cert", &ctx.tls_cert) ||
+        take_value("--tls-key", &ctx.tls_key)) {
+      continue;
+    }
     if (command.empty() && !absl::StartsWith(a, "-")) {
       command = std::string(a);
     } else {
@@ -106,6 +114,10 @@ int main(int argc, char** argv) {
   }
   if (command.empty()) {
     PrintHelp(stderr);
+    return 2;
+  }
+  if (auto s = UseTls(ctx); !s.ok()) {
+    std::fprintf(stderr, "fabricscope: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   for (const Subcommand& s : kSubcommands) {

@@ -15,6 +15,7 @@
 #include "fabricscope/v1/ingest.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
+#include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
 namespace {
@@ -58,7 +59,7 @@ int RunPush(const CliContext& ctx, const std::vector<std::string>& args) {
     spans.push_back(*std::move(span));
   }
 
-  auto channel = grpc::CreateChannel(ctx.server, grpc::InsecureChannelCredentials());
+  auto channel = MakeChannel(ctx.server);
   auto stub = v1::Ingest::NewStub(channel);
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

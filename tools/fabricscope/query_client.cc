@@ -1,5 +1,8 @@
 #include "tools/fabricscope/query_client.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <cmath>
 #include <ctime>
 
@@ -84,8 +87,53 @@ absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx) {
   return o;
 }
 
+namespace {
+std::shared_ptr<grpc::ChannelCredentials>& Credentials() {
+  static auto* creds =
+      new std::shared_ptr<grpc::ChannelCredentials>(grpc::InsecureChannelCredentials());
+  return *creds;
+}
+
+absl::StatusOr<std::string> ReadFileText(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in || ss.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
+  }
+  return ss.str();
+}
+}  // namespace
+
+absl::Status UseTls(const CliContext& ctx) {
+  if (ctx.tls_ca.empty() && ctx.tls_cert.empty() && ctx.tls_key.empty()) return absl::OkStatus();
+  if (ctx.tls_cert.empty() != ctx.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions opts;
+  if (!ctx.tls_ca.empty()) {
+    auto ca = ReadFileText(ctx.tls_ca, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    opts.pem_root_certs = *ca;
+  }
+  if (!ctx.tls_cert.empty()) {
+    auto cert = ReadFileText(ctx.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFileText(ctx.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    opts.pem_cert_chain = *cert;
+    opts.pem_private_key = *key;
+  }
+  Credentials() = grpc::SslCredentials(opts);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& server) {
+  return grpc::CreateChannel(server, Credentials());
+}
+
 std::unique_ptr<v1::Query::Stub> MakeQueryStub(const std::string& server) {
-  return v1::Query::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  return v1::Query::NewStub(MakeChannel(server));
 }
 
 std::string Hex(absl::string_view bytes) {

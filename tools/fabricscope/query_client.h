@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "fabricscope/v1/query.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/cli.h"
 
 namespace fabricscope::cli {
@@ -47,6 +49,11 @@ struct CommonOptions {
 absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx);
 
 std::unique_ptr<v1::Query::Stub> MakeQueryStub(const std::string& server);
+// The channel every subcommand uses: TLS when UseTls was called, else plain.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& server);
+// Reads the PEM files of --tls-ca/--tls-cert/--tls-key (main.cc, once);
+// the error names the flag.
+absl::Status UseTls(const CliContext& ctx);
 
 // Lower-case hex of bytes; "" for empty.
 std::string Hex(absl::string_view bytes);
