@@ -1,0 +1,363 @@
+// Writes the generated seed corpora of the fuzz targets:
+//   fuzz_gen_seeds OUT_DIR      (OUT_DIR: usually fuzz/corpus)
+// into OUT_DIR/<target>/gen_*. Deterministic: the same files every run, so
+// regenerating changes nothing unless this program or a format changed.
+//
+//   fuzz_native_span  serialized fabricscope.v1.PushRequest messages
+//   fuzz_otlp_span    serialized ExportTraceServiceRequest messages (every
+//                     AnyValue type, resource attributes)
+//   fuzz_netlink      ethtool genl PAUSE_GET / FEC_GET replies and a dcbnl
+//                     DCB_CMD_IEEE_GET reply, laid out like the kernel's
+//                     (built with libnl)
+//   fuzz_recording    sample and span lines written by the recording writer
+//   fuzz_config       one file setting every option to its default (from
+//                     HelpText(), each line checked with ApplyConfigText)
+// The text fixtures of tests/fixtures (counter files, ethtool -S captures) are
+// used directly by tests/fuzz/run_fuzzers.sh and are not copied here.
+#include <linux/dcbnl.h>
+#include <linux/ethtool_netlink.h>
+#include <linux/rtnetlink.h>
+#include <netlink/genl/genl.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "daemon/config.h"
+#include "daemon/recording/recording.h"
+#include "fabricscope/v1/ingest.pb.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace otlp = opentelemetry::proto;
+
+constexpr uint64_t kNow = 1760000000000000000ull;  // fuzz/span_checks.h kNowNs
+
+std::string g_out;
+
+void Write(const std::string& target, const std::string& name, const std::string& bytes) {
+  fs::create_directories(fs::path(g_out) / target);
+  std::ofstream f(fs::path(g_out) / target / ("gen_" + name), std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s/%s\n", target.c_str(), name.c_str());
+    std::exit(1);
+  }
+}
+
+std::string Bytes(std::initializer_list<uint8_t> b) { return std::string(b.begin(), b.end()); }
+
+// --- native spans ----------------------------------------------------------
+
+void NativeSpan(fabricscope::v1::Span* s, uint8_t id, const std::string& name) {
+  s->set_trace_id(Bytes({0x70, 0x1a, 0xc0, 0xda, 0xd0, 0x01, 0xec, 0x68, 0x32, 0x8e, 0x65, 0xc9,
+                         0x1a, 0x4d, 0x10, id}));
+  s->set_span_id(Bytes({0xa8, 0x47, 0x6a, 0x4c, 0xdf, 0xf8, 0x25, id}));
+  s->set_name(name);
+  s->set_start_unix_nano(kNow - 40000000);
+  s->set_end_unix_nano(kNow - 10000000);
+}
+
+void Native() {
+  {
+    fabricscope::v1::PushRequest r;
+    NativeSpan(r.add_spans(), 1, "decode_step");
+    Write("fuzz_native_span", "one_span", r.SerializeAsString());
+  }
+  {
+    fabricscope::v1::PushRequest r;
+    auto* s = r.add_spans();
+    NativeSpan(s, 2, "allreduce");
+    s->set_parent_span_id(Bytes({1, 2, 3, 4, 5, 6, 7, 8}));
+    s->set_kind(fabricscope::v1::SPAN_KIND_COLLECTIVE);
+    for (auto [k, v] :
+         std::vector<std::pair<const char*, const char*>>{{"rdma.device", "mlx5_0"},
+                                                          {"rdma.port", "1"},
+                                                          {"network.interface.name", "eth2"},
+                                                          {"fabricscope.stall", "true"},
+                                                          {"fabricscope.kind", "kv_transfer"}}) {
+      auto* a = s->add_attributes();
+      a->set_key(k);
+      a->set_value(v);
+    }
+    s->set_rdma_device("mlx5_1");
+    s->set_rdma_port(2);
+    s->set_network_interface_name("eth3");
+    s->set_stall(true);
+    Write("fuzz_native_span", "attributes", r.SerializeAsString());
+  }
+  {
+    fabricscope::v1::PushRequest r;
+    NativeSpan(r.add_spans(), 3, "prefill");
+    auto* bad_ids = r.add_spans();
+    NativeSpan(bad_ids, 4, "kv_transfer");
+    bad_ids->set_span_id(std::string(8, '\0'));
+    auto* backwards = r.add_spans();
+    NativeSpan(backwards, 5, "request");
+    backwards->set_end_unix_nano(kNow - 50000000);
+    auto* old = r.add_spans();
+    NativeSpan(old, 6, "request");
+    old->set_start_unix_nano(1000);
+    old->set_end_unix_nano(2000);
+    Write("fuzz_native_span", "mixed", r.SerializeAsString());
+  }
+  {
+    // Regression (found by fuzz_native_span): an end time >= 2^63 becomes a
+    // negative int64 in ConvertNativeSpan; ValidateSpan then computes
+    // start - end for the end_before_start detail and overflows
+    // (daemon/ingest/span_validation.cc, "end is ... ns before start").
+    fabricscope::v1::PushRequest r;
+    auto* s = r.add_spans();
+    NativeSpan(s, 8, "x");
+    s->set_end_unix_nano(1ull << 63);
+    Write("fuzz_native_span", "regress_end_2p63", r.SerializeAsString());
+  }
+}
+
+// --- OTLP --------------------------------------------------------------------
+
+void Kv(google::protobuf::RepeatedPtrField<otlp::common::v1::KeyValue>* out, const std::string& k,
+        const std::string& v) {
+  auto* kv = out->Add();
+  kv->set_key(k);
+  kv->mutable_value()->set_string_value(v);
+}
+
+void OtlpSpan(otlp::trace::v1::Span* s, uint8_t id, const std::string& name) {
+  s->set_trace_id(Bytes({0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33,
+                         0x81, 0x3f, 0xc6, id}));
+  s->set_span_id(Bytes({0xeb, 0xf5, 0x1a, 0x3e, 0x0b, 0x05, 0x0c, id}));
+  s->set_name(name);
+  s->set_kind(otlp::trace::v1::Span::SPAN_KIND_CLIENT);
+  s->set_start_time_unix_nano(kNow - 40000000);
+  s->set_end_time_unix_nano(kNow - 10000000);
+}
+
+void Otlp() {
+  {
+    otlp::collector::trace::v1::ExportTraceServiceRequest r;
+    auto* rs = r.add_resource_spans();
+    Kv(rs->mutable_resource()->mutable_attributes(), "service.name", "vllm");
+    Kv(rs->mutable_resource()->mutable_attributes(), "host.name", "gpu-node-7");
+    Kv(rs->mutable_resource()->mutable_attributes(), "process.pid", "4242");
+    auto* ss = rs->add_scope_spans();
+    ss->mutable_scope()->set_name("fabricscope.fuzz");
+    auto* s = ss->add_spans();
+    OtlpSpan(s, 1, "decode_step");
+    Kv(s->mutable_attributes(), "rdma.device", "mlx5_0");
+    Kv(s->mutable_attributes(), "rdma.port", "1");
+    Kv(s->mutable_attributes(), "network.interface.name", "eth2");
+    Write("fuzz_otlp_span", "one_span", r.SerializeAsString());
+  }
+  {
+    otlp::collector::trace::v1::ExportTraceServiceRequest r;
+    auto* rs = r.add_resource_spans();
+    Kv(rs->mutable_resource()->mutable_attributes(), "service.name", "trainer");
+    auto* ss = rs->add_scope_spans();
+    auto* s = ss->add_spans();
+    OtlpSpan(s, 2, "nccl:all_reduce");
+    s->set_parent_span_id(Bytes({9, 8, 7, 6, 5, 4, 3, 2}));
+    auto* attrs = s->mutable_attributes();
+    auto add = [&](const char* key) {
+      auto* kv = attrs->Add();
+      kv->set_key(key);
+      return kv->mutable_value();
+    };
+    add("b")->set_bool_value(true);
+    add("i")->set_int_value(-42);
+    add("d")->set_double_value(0.1);
+    add("x")->set_bytes_value(Bytes({0xde, 0xad, 0xbe, 0xef}));
+    auto* arr = add("a")->mutable_array_value();
+    arr->add_values()->set_string_value("s");
+    arr->add_values()->set_int_value(7);
+    auto* kvl = add("m")->mutable_kvlist_value();
+    Kv(kvl->mutable_values(), "k", "v");
+    add("fabricscope.stall")->set_string_value("true");
+    auto* ev = s->add_events();
+    ev->set_name("event");
+    s->add_links()->set_trace_id(std::string(16, '\1'));
+    s->mutable_status()->set_message("ok");
+    auto* bad = ss->add_spans();
+    OtlpSpan(bad, 3, "");
+    Write("fuzz_otlp_span", "any_values", r.SerializeAsString());
+  }
+  {
+    // Regression: as regress_end_2p63 of fuzz_native_span, through
+    // ConvertOtlpSpan.
+    otlp::collector::trace::v1::ExportTraceServiceRequest r;
+    auto* s = r.add_resource_spans()->add_scope_spans()->add_spans();
+    OtlpSpan(s, 9, "x");
+    s->set_end_time_unix_nano(1ull << 63);
+    Write("fuzz_otlp_span", "regress_end_2p63", r.SerializeAsString());
+  }
+}
+
+// --- netlink -----------------------------------------------------------------
+
+std::string MsgBytes(nl_msg* msg) {
+  nlmsghdr* h = nlmsg_hdr(msg);
+  std::string out(reinterpret_cast<const char*>(h), h->nlmsg_len);
+  nlmsg_free(msg);
+  return out;
+}
+
+constexpr int kEthtoolFamily = 0x1d;  // any id: the parsers do not look at it
+
+nl_msg* EthtoolReply(uint8_t cmd, int header_attr) {
+  nl_msg* msg = nlmsg_alloc();
+  genlmsg_put(msg, 0, 1, kEthtoolFamily, 0, 0, cmd, ETHTOOL_GENL_VERSION);
+  nlattr* hdr = nla_nest_start(msg, header_attr);
+  nla_put_u32(msg, ETHTOOL_A_HEADER_DEV_INDEX, 2);
+  nla_put_string(msg, ETHTOOL_A_HEADER_DEV_NAME, "eth2");
+  nla_nest_end(msg, hdr);
+  return msg;
+}
+
+void Netlink() {
+  std::string pause;
+  {
+    nl_msg* msg = EthtoolReply(ETHTOOL_MSG_PAUSE_GET_REPLY, ETHTOOL_A_PAUSE_HEADER);
+    nla_put_u8(msg, ETHTOOL_A_PAUSE_AUTONEG, 0);
+    nla_put_u8(msg, ETHTOOL_A_PAUSE_RX, 1);
+    nla_put_u8(msg, ETHTOOL_A_PAUSE_TX, 1);
+    nlattr* stats = nla_nest_start(msg, ETHTOOL_A_PAUSE_STATS);
+    nla_put(msg, ETHTOOL_A_PAUSE_STAT_PAD, 0, nullptr);
+    nla_put_u64(msg, ETHTOOL_A_PAUSE_STAT_TX_FRAMES, 1234567);
+    nla_put_u64(msg, ETHTOOL_A_PAUSE_STAT_RX_FRAMES, 89);
+    nla_nest_end(msg, stats);
+    pause = MsgBytes(msg);
+    Write("fuzz_netlink", "ethtool_pause_reply", pause);
+  }
+  std::string fec;
+  {
+    nl_msg* msg = EthtoolReply(ETHTOOL_MSG_FEC_GET_REPLY, ETHTOOL_A_FEC_HEADER);
+    nla_put_u8(msg, ETHTOOL_A_FEC_AUTO, 0);
+    nla_put_u32(msg, ETHTOOL_A_FEC_ACTIVE, 2);
+    nlattr* stats = nla_nest_start(msg, ETHTOOL_A_FEC_STATS);
+    const uint64_t corrected[] = {30, 10, 20};  // total, lane 0, lane 1
+    const uint64_t uncorr[] = {1};
+    const uint64_t bits[] = {500, 200, 300};
+    nla_put(msg, ETHTOOL_A_FEC_STAT_CORRECTED, sizeof(corrected), corrected);
+    nla_put(msg, ETHTOOL_A_FEC_STAT_UNCORR, sizeof(uncorr), uncorr);
+    nla_put(msg, ETHTOOL_A_FEC_STAT_CORR_BITS, sizeof(bits), bits);
+    nla_nest_end(msg, stats);
+    fec = MsgBytes(msg);
+    Write("fuzz_netlink", "ethtool_fec_reply", fec);
+  }
+  std::string dcb;
+  {
+    nl_msg* msg = nlmsg_alloc_simple(RTM_GETDCB, 0);
+    dcbmsg d{};
+    d.dcb_family = AF_UNSPEC;
+    d.cmd = DCB_CMD_IEEE_GET;
+    nlmsg_append(msg, &d, sizeof(d), NLMSG_ALIGNTO);
+    nla_put_string(msg, DCB_ATTR_IFNAME, "eth2");
+    nlattr* ieee = nla_nest_start(msg, DCB_ATTR_IEEE);
+    ieee_pfc pfc{};
+    pfc.pfc_cap = 8;
+    pfc.pfc_en = 0x08;  // priority 3
+    nla_put(msg, DCB_ATTR_IEEE_PFC, sizeof(pfc), &pfc);
+    nla_nest_end(msg, ieee);
+    dcb = MsgBytes(msg);
+    Write("fuzz_netlink", "dcb_ieee_get_reply", dcb);
+  }
+  // One receive buffer holding several messages, as nl_recv may return.
+  Write("fuzz_netlink", "multi", pause + fec + dcb);
+}
+
+// --- recording -----------------------------------------------------------
+
+void Recording() {
+  fabricscope::SeriesKey key{"hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, "eth2"};
+  Write("fuzz_recording", "sample",
+        fabricscope::FormatSampleLine(1760000001230000000, key, 1234567));
+  fabricscope::SeriesKey odd{"ethtool", "[0]: rx \"ucast\"\tpackets\\", "", 0, "eth\x01"};
+  Write("fuzz_recording", "sample_escapes",
+        fabricscope::FormatSampleLine(0, odd, 18446744073709551615ull));
+  fabricscope::v1::Span s;
+  NativeSpan(&s, 7, "decode_step");
+  s.set_kind(fabricscope::v1::SPAN_KIND_DECODE_STEP);
+  s.set_parent_span_id(Bytes({1, 2, 3, 4, 5, 6, 7, 8}));
+  for (auto [k, v] : std::vector<std::pair<const char*, const char*>>{
+           {"rdma.device", "mlx5_0"}, {"rdma.port", "1"}, {"service.name", "fabricsim"}}) {
+    auto* a = s.add_attributes();
+    a->set_key(k);
+    a->set_value(v);
+  }
+  Write("fuzz_recording", "span_line", fabricscope::FormatSpanLine(s));
+  Write("fuzz_recording", "span_object", fabricscope::FormatSpanJson(s));
+  // The reader's extras: unknown fields, \u escapes, nesting, stall, rdma_port.
+  Write("fuzz_recording", "span_extras",
+        R"({"span":{"trace_id":"701AC0DAD001EC68328E65C91A4D1020","span_id":"a8476a4cdff8256c",)"
+        R"("name":"d\u00e9code\n","kind":"other","start_unix_nano":1,"end_unix_nano":2,)"
+        R"("attributes":{"k":[1,{"x":null}],"n":1.5e3},"rdma_device":"mlx5_1","rdma_port":2,)"
+        R"("netdev":"eth3","stall":true,"extra":{"a":[true,false,null]}}})");
+}
+
+// --- config -----------------------------------------------------------------
+
+void Config() {
+  // "  --key=VALUE" then "(default: X)" a few lines below.
+  std::string all;
+  std::string key;
+  for (absl::string_view line : absl::StrSplit(fabricscope::HelpText(), '\n')) {
+    absl::string_view t = absl::StripLeadingAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&t, "--")) {
+      key = std::string(t.substr(0, t.find('=')));
+      continue;
+    }
+    if (key.empty() || !absl::ConsumePrefix(&t, "(default: ")) continue;
+    absl::ConsumeSuffix(&t, ")");
+    std::string entry = absl::StrCat(key, " = ", t, "\n");
+    fabricscope::Config c;
+    if (key != "config" && fabricscope::ApplyConfigText(entry, "seed", &c).ok()) all += entry;
+    key.clear();
+  }
+  Write("fuzz_config", "all_defaults.conf", all);
+  Write("fuzz_config", "example.conf",
+        "# /etc/fabricscope/fabricscoped.conf\n"
+        "sysfs-root = /sys\n"
+        "hot-interval = 10ms\n"
+        "log-level: info   # colon form\n"
+        "netdev-include = \"eth[0-9]+|ens.*\"\n"
+        "store-memory = 512MiB\n"
+        "\n"
+        "metrics-listen = [::1]:9478\n");
+  // Regressions: std::regex compiles recursively, so a deeply nested (or long
+  // enough) pattern overflows the stack where the config validates it --
+  // daemon/config.cc (netdev-include, `std::regex re{...}`) and
+  // daemon/ingest/span_kind.cc ParseSpanKindPatterns (span-kind-patterns).
+  // These overflow under ASan; the release fabricscoped dies with SIGSEGV at
+  // startup from 30000 levels on, instead of rejecting the value.
+  const std::string nested = std::string(10000, '(') + std::string(10000, ')');
+  Write("fuzz_config", "regress_regex_depth_netdev_include", "netdev-include = " + nested + "\n");
+  Write("fuzz_config", "regress_regex_depth_span_kind",
+        "span-kind-patterns = " + nested + "=request\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR (usually fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  g_out = argv[1];
+  Native();
+  Otlp();
+  Netlink();
+  Recording();
+  Config();
+  return 0;
+}
