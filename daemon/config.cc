@@ -274,6 +274,10 @@ const std::vector<Option>& Options() {
          c->max_attribute_bytes = *b;
          return absl::OkStatus();
        }},
+      {"ingest-stream-idle-timeout", "DURATION",
+       "An ingest stream that sends nothing for this long is cancelled (its slot freed).", false,
+       [](const Config& c) { return DurationText(c.stream_idle_timeout); },
+       DurationSetter(&Config::stream_idle_timeout)},
       {"span-kind-patterns", "LIST",
        "Span kind from the span name for spans without an explicit kind or fabricscope.kind "
        "attribute: REGEX=KIND entries separated by ';' (case-insensitive search, first match "

@@ -77,7 +77,9 @@ struct Config {
   uint64_t max_spans_per_request = 10000;
   uint64_t max_attributes_per_span = 64;
   uint64_t max_attribute_bytes = 4096;
-  std::string span_kind_patterns;  // "REGEX=KIND;..." tried before the defaults
+  std::string span_kind_patterns;
+  absl::Duration stream_idle_timeout =
+      absl::Seconds(10);  // "REGEX=KIND;..." tried before the defaults
 
   // Correlation (daemon/correlate/correlator.h documents the rules).
   absl::Duration baseline_window = absl::Seconds(10);

@@ -138,7 +138,8 @@ absl::Status Daemon::Init() {
   limits.max_span_age = config_.max_span_age;
   ingester_ = std::make_unique<SpanIngester>(limits, *std::move(classifier), span_store_.get(),
                                              clock_, &metrics_);
-  ingest_service_ = std::make_unique<IngestService>(ingester_.get());
+  ingest_service_ =
+      std::make_unique<IngestService>(ingester_.get(), config_.stream_idle_timeout, &metrics_);
   otlp_service_ = std::make_unique<OtlpTraceService>(ingester_.get());
   grpc_server_ = std::make_unique<GrpcServer>(
       config_.grpc_listen,

@@ -19,6 +19,15 @@ const MetricSpec& kIngestSpans = DefineMetric(
      .labels = {"protocol", "result"},
      .component = "ingest"});
 
+const MetricSpec& kIngestCallsRefused = DefineMetric(
+    {.name = "fabricscope_ingest_calls_refused_total",
+     .type = MetricType::kCounter,
+     .help = "Ingest calls (unary requests, streams) refused with RESOURCE_EXHAUSTED because "
+             "the ingest concurrency limit was reached, by protocol (their spans, when known, "
+             "count in fabricscope_ingest_spans_total{result=\"overload\"}).",
+     .labels = {"protocol"},
+     .component = "ingest"});
+
 constexpr IngestProtocol kProtocols[] = {IngestProtocol::kNative, IngestProtocol::kOtlp};
 
 }  // namespace
@@ -60,6 +69,7 @@ SpanIngester::SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifi
     }
     request_too_large_[pi] = &family.Add({{"protocol", protocol}, {"result", "request_too_large"}});
     overload_[pi] = &family.Add({{"protocol", protocol}, {"result", "overload"}});
+    refused_calls_[pi] = &metrics->Counter(kIngestCallsRefused).Add({{"protocol", protocol}});
   }
 }
 
@@ -69,6 +79,7 @@ absl::StatusOr<SpanIngester::Ticket> SpanIngester::Admit(IngestProtocol protocol
   if (prev >= static_cast<int>(limits_.max_concurrent_requests)) {
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     overload_[static_cast<int>(protocol)]->Increment(static_cast<double>(span_count));
+    refused_calls_[static_cast<int>(protocol)]->Increment();
     return absl::ResourceExhaustedError(
         absl::StrCat("span ingest overloaded: ", limits_.max_concurrent_requests,
                      " ingest calls in flight; retry later"));

@@ -124,6 +124,7 @@ class SpanIngester {
   prometheus::Counter* by_reason_[2][kNumRejectReasons] = {};
   prometheus::Counter* request_too_large_[2] = {};
   prometheus::Counter* overload_[2] = {};
+  prometheus::Counter* refused_calls_[2] = {};
 };
 
 }  // namespace fabricscope

@@ -1,5 +1,8 @@
 #include "daemon/service/ingest_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace fabricscope {
@@ -39,14 +42,79 @@ grpc::Status IngestService::Push(grpc::ServerContext* context, const v1::PushReq
   return grpc::Status::OK;
 }
 
+namespace {
+
+const MetricSpec& kIdleCancelled = DefineMetric(
+    {.name = "fabricscope_ingest_streams_idle_cancelled_total",
+     .type = MetricType::kCounter,
+     .help = "Ingest streams cancelled because they sent nothing for the stream idle timeout.",
+     .labels = {},
+     .component = "ingest"});
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+IngestService::IngestService(SpanIngester* ingester, absl::Duration stream_idle_timeout,
+                             MetricsRegistry* metrics)
+    : ingester_(ingester), idle_ns_(absl::ToInt64Nanoseconds(stream_idle_timeout)) {
+  if (metrics != nullptr) idle_cancelled_ = &metrics->Counter(kIdleCancelled).Add({});
+  watchdog_ = std::thread([this] { Watch(); });
+}
+
+IngestService::~IngestService() {
+  stop_.Notify();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void IngestService::Touch(grpc::ServerContext* context) {
+  std::lock_guard lock(mu_);
+  streams_[context] = SteadyNs();
+}
+
+void IngestService::Watch() {
+  // Checks every quarter of the timeout (at most once a second).
+  const auto period = std::chrono::nanoseconds(std::min<int64_t>(idle_ns_ / 4, 1'000'000'000));
+  while (!stop_.WaitUntil(std::chrono::steady_clock::now() + period)) {
+    const int64_t now = SteadyNs();
+    std::lock_guard lock(mu_);
+    for (auto& [ctx, last] : streams_) {
+      if (last != INT64_MAX && now - last > idle_ns_) {
+        ctx->TryCancel();  // its Read returns false; the handler unregisters it
+        last = INT64_MAX;  // cancel once
+        if (idle_cancelled_ != nullptr) idle_cancelled_->Increment();
+      }
+    }
+  }
+}
+
 grpc::Status IngestService::PushStream(grpc::ServerContext* context,
                                        grpc::ServerReader<v1::PushRequest>* reader,
                                        v1::PushResponse* response) {
-  v1::PushRequest message;
-  if (!reader->Read(&message)) return grpc::Status::OK;  // an empty stream
-  // One admission slot for the whole stream.
-  auto ticket = ingester_->Admit(IngestProtocol::kNative, message.spans_size());
+  // One admission slot for the whole stream, taken before the first read: a
+  // stream that never sends must not hold a server thread unadmitted.
+  auto ticket = ingester_->Admit(IngestProtocol::kNative, 0);
   if (!ticket.ok()) return ToGrpcStatus(ticket.status());
+  Touch(context);
+  struct Unregister {
+    IngestService* self;
+    grpc::ServerContext* ctx;
+    ~Unregister() {
+      std::lock_guard lock(self->mu_);
+      self->streams_.erase(ctx);
+    }
+  } unregister{this, context};
+  v1::PushRequest message;
+  if (!reader->Read(&message)) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "stream idle for too long (or cancelled)");
+    }
+    return grpc::Status::OK;  // an empty stream
+  }
   IngestResult total;
   uint64_t message_index = 0;
   do {
@@ -59,7 +127,13 @@ grpc::Status IngestService::PushStream(grpc::ServerContext* context,
     }
     ++message_index;
     message.Clear();
+    Touch(context);
   } while (reader->Read(&message));
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        absl::StrCat("stream idle for too long (or cancelled); ", total.accepted,
+                                     " spans were accepted (stored)"));
+  }
   FillPushResponse(total, response);
   return grpc::Status::OK;
 }

@@ -2,11 +2,25 @@
 // (daemon/ingest/span_ingester.h). It only translates messages and statuses;
 // limits, validation and counting live in the ingester.
 //
+// Idle streams: a PushStream that sends nothing for `stream_idle_timeout` is
+// cancelled by a watchdog thread (counted in
+// fabricscope_ingest_streams_idle_cancelled_total), so a client that opens
+// streams and stalls cannot keep the ingest slots (IngestLimits::
+// max_concurrent_requests) for longer than that.
+//
 // Thread-safety: gRPC calls its methods concurrently; the ingester is
 // thread-safe. The ingester is borrowed and must outlive the service.
 #pragma once
 
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "daemon/clock.h"
 #include "daemon/ingest/span_ingester.h"
+#include "daemon/metrics.h"
 #include "fabricscope/v1/ingest.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -20,7 +34,11 @@ void FillPushResponse(const IngestResult& result, v1::PushResponse* response);
 
 class IngestService final : public v1::Ingest::Service {
  public:
-  explicit IngestService(SpanIngester* ingester) : ingester_(ingester) {}
+  // `metrics` may be null (tests).
+  explicit IngestService(SpanIngester* ingester,
+                         absl::Duration stream_idle_timeout = absl::Seconds(10),
+                         MetricsRegistry* metrics = nullptr);
+  ~IngestService() override;
 
   grpc::Status Push(grpc::ServerContext* context, const v1::PushRequest* request,
                     v1::PushResponse* response) override;
@@ -28,7 +46,17 @@ class IngestService final : public v1::Ingest::Service {
                           v1::PushResponse* response) override;
 
  private:
+  void Watch();
+  void Touch(grpc::ServerContext* context);
+
   SpanIngester* const ingester_;
+  const int64_t idle_ns_;
+  prometheus::Counter* idle_cancelled_ = nullptr;
+  std::mutex mu_;
+  // Open streams and the steady time (ns) of their last message.
+  absl::flat_hash_map<grpc::ServerContext*, int64_t> streams_;  // guarded by mu_
+  StopSignal stop_;
+  std::thread watchdog_;
 };
 
 }  // namespace fabricscope
