@@ -66,6 +66,14 @@ bool Flags::Has(absl::string_view name) const {
   return false;
 }
 
+std::vector<std::string> Flags::GetAll(absl::string_view name) const {
+  std::vector<std::string> out;
+  for (const auto& [n, v] : values_) {
+    if (n == name) out.push_back(v);
+  }
+  return out;
+}
+
 std::string Flags::Get(absl::string_view name, absl::string_view def) const {
   std::string out(def);
   for (const auto& [n, v] : values_) {

@@ -36,6 +36,8 @@ class Flags {
                                      const std::vector<std::string>& bools = {});
   bool Has(absl::string_view name) const;
   std::string Get(absl::string_view name, absl::string_view def = "") const;
+  // Every value of a repeatable flag, in command-line order.
+  std::vector<std::string> GetAll(absl::string_view name) const;
 
  private:
   std::vector<std::pair<std::string, std::string>> values_;

@@ -91,7 +91,7 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& err = std::cerr;
   auto flags = Flags::Parse(args, {"signal", "since", "label", "max-samples"});
   const char* kUsage =
-      "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE] [--max-samples N] "
+      "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE]... [--max-samples N] "
       "[--server HOST:PORT] [--output human|json]\n";
   if (!flags.ok()) {
     err << "fabricscope series: " << flags.status().message() << "\n" << kUsage;
@@ -113,9 +113,8 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   }
   v1::SeriesRequest req;
   req.set_signal(flags->Get("signal"));
-  if (flags->Has("label")) {
-    std::pair<std::string, std::string> kv =
-        absl::StrSplit(flags->Get("label"), absl::MaxSplits('=', 1));
+  for (const std::string& label : flags->GetAll("label")) {  // every --label must match
+    std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
     if (kv.first.empty()) {
       err << "fabricscope series: --label must be NAME=VALUE\n";
       return kExitUsage;
