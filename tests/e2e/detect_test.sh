@@ -84,6 +84,11 @@ done
 jq -e '[.[] | select(.kind=="storm" and .netdev=="eth2" and .priority=="3" and .direction=="rx" and .end_unix_nano != null)] | length == 1' \
   "$WORK/events.json" >/dev/null || fail "live events lack the eth2 rx storm: $(cat "$WORK/events.json")"
 "$CLI" --server="127.0.0.1:$GRPC_PORT" events --since=1m | grep -q "pfc_storm" || fail "human events output lacks the storm"
+# Two --label matchers both apply.
+"$CLI" --server="127.0.0.1:$GRPC_PORT" --output=json series --signal=pfc_pause_seconds --since=30s \
+  --label=netdev=eth2 --label=direction=rx >"$WORK/series.json" || fail "series failed"
+jq -e 'length >= 1 and all(.[]; .netdev=="eth2" and .labels.direction=="rx")' "$WORK/series.json" >/dev/null ||
+  fail "series with two --label matchers: $(jq -c '[.[] | {netdev, labels}]' "$WORK/series.json")"
 scrape >"$WORK/live.metrics" || fail "scrape failed"
 # (prometheus-cpp renders self-metric labels sorted by name)
 v=$(metric_value 'fabricscope_pfc_storms_total{direction="rx",netdev="eth2",priority="3"}' "$WORK/live.metrics")
