@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds fabricscope and runs every test: the release build, then the
-# ASan/UBSan build (presets in CMakePresets.json).
+# ASan/UBSan build (presets in CMakePresets.json), then every libFuzzer target
+# for a short bounded time (the `fuzz` preset, clang; tests/fuzz/run_fuzzers.sh).
 #
-# Usage: tests/run_all.sh [PRESET...]   (default: release debug-asan)
+# Usage: tests/run_all.sh [PRESET...]   (default: release debug-asan fuzz)
+#   FUZZ_SECONDS   seconds per fuzz target (default 10)
 #
 # The tsan preset is not in the default set: building the whole tree a third
 # time would take CI past its time budget on 2 cores. Run it explicitly with
@@ -11,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(release debug-asan)
+[ ${#presets[@]} -gt 0 ] || presets=(release debug-asan fuzz)
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
@@ -21,9 +23,14 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # ingest path under span load still report races between threads of Debian's
 # uninstrumented gRPC and Abseil (handoffs TSan cannot see; tests/tsan.supp
 # covers the rest). They run in the release and ASan builds.
-TSAN_EXCLUDE='IngestGrpcTest|GrpcServerTest|QueryServiceTest.OverGrpc|e2e_correlate|e2e_otlp_ingest'
+TSAN_EXCLUDE='IngestGrpcTest|GrpcServerTest|QueryServiceTest.OverGrpc|e2e_correlate|e2e_otlp_ingest|e2e_detect|e2e_fault_grpc|e2e_tls'
 
 for preset in "${presets[@]}"; do
+  if [ "$preset" = fuzz ]; then
+    echo "=== fuzz: every target for ${FUZZ_SECONDS:-10} s ==="
+    FUZZ_JOBS="${FUZZ_JOBS:-2}" FUZZ_NICE="${FUZZ_NICE:-0}" tests/fuzz/run_fuzzers.sh "${FUZZ_SECONDS:-10}"
+    continue
+  fi
   echo "=== $preset: configure and build ==="
   cmake --preset "$preset" -DFABRICSCOPE_BUILD_TESTS=ON >/dev/null
   cmake --build --preset "$preset"
