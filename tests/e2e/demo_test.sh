@@ -8,21 +8,7 @@ source "$(dirname "$0")/lib.sh"
 
 [ -x "$BIN/fabricsim" ] || fail "fabricsim not built in $BIN"
 
-# A free port for gRPC (spans are pushed to a fixed port); metrics on port 0.
-GRPC_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
-  --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" \
-  >"$WORK/run.out" 2>"$WORK/daemon.log" &
-DAEMON_PID=$!
-PIDS+=("$DAEMON_PID")
-METRICS_ADDR=""
-for _ in $(seq 1 100); do
-  METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$METRICS_ADDR" ] && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || fail "demo exited during startup: $(cat "$WORK/run.out")"
-  sleep 0.05
-done
-[ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+start_demo
 # The first scrape once the ethtool series exist (their first reading is the
 # baseline; the storm starts 1.0 s into the simulation).
 for _ in $(seq 1 30); do

@@ -23,22 +23,7 @@ command -v python3 >/dev/null || fail "python3 not installed"
 CHECK="$SRC/tests/e2e/deploy/check_dashboard.py"
 DASH="$SRC/deploy/grafana/fabricscope.json"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-GRPC_PORT=$(free_port)
-FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
-  --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" \
-  --stall-thresholds=decode_step=30ms \
-  >"$WORK/run.out" 2>"$WORK/daemon.log" &
-DAEMON_PID=$!
-PIDS+=("$DAEMON_PID")
-METRICS_ADDR=""
-for _ in $(seq 1 100); do
-  METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$METRICS_ADDR" ] && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || fail "demo exited during startup: $(cat "$WORK/run.out")"
-  sleep 0.1
-done
-[ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+start_demo --stall-thresholds=decode_step=30ms
 
 PROM_PORT=$(free_port)
 mkdir -p "$WORK/prom-data"

@@ -53,19 +53,7 @@ quiet_events=$(jq '.events | length' "$WORK/quiet.json")
 "$CLI" analyze "$WORK/does-not-exist.jsonl" >/dev/null 2>&1 && fail "analyze of a missing file succeeded"
 
 # --- 2. live daemon on the simulator -----------------------------------------------
-GRPC_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on --demo-scenario=pfc_storm \
-  --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" \
-  >"$WORK/run.out" 2>"$WORK/daemon.log" &
-DAEMON_PID=$!
-PIDS+=("$DAEMON_PID")
-METRICS_ADDR=""
-for _ in $(seq 1 100); do
-  METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$METRICS_ADDR" ] && break
-  sleep 0.05
-done
-[ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+start_demo --demo-scenario=pfc_storm
 # Ready once every tier ticked (the config tier ticks at start).
 for _ in $(seq 1 50); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS_ADDR/readyz")" = 200 ] && break

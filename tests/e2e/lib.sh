@@ -29,14 +29,39 @@ start_daemon() {
   "$DAEMON" "${ROOT_ARGS[@]}" --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 "$@" >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
+  wait_metrics_addr "daemon exited during startup"
+}
+
+# wait_metrics_addr WHY: waits (bounded) for the daemon's "serving metrics" log
+# line in $WORK/daemon.log and sets METRICS_ADDR; fails with WHY (and
+# $WORK/run.out, if any) if DAEMON_PID exits first.
+wait_metrics_addr() {
   METRICS_ADDR=""
   for _ in $(seq 1 100); do
     METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
     [ -n "$METRICS_ADDR" ] && break
-    kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited during startup"
+    kill -0 "$DAEMON_PID" 2>/dev/null || fail "$1 $(cat "$WORK/run.out" 2>/dev/null || true)"
     sleep 0.1
   done
   [ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
+}
+
+# free_port: a free loopback TCP port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_demo [run.sh args...]: the README's quick start on the simulator
+# (tools/run.sh --demo=on) with metrics on a free port and gRPC on GRPC_PORT (a
+# fixed free port: the simulator pushes spans to it); sets DAEMON_PID,
+# METRICS_ADDR, GRPC_PORT. run.sh's output goes to $WORK/run.out, the
+# daemon's log to $WORK/daemon.log.
+start_demo() {
+  GRPC_PORT=$(free_port)
+  FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
+    --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" "$@" \
+    >"$WORK/run.out" 2>"$WORK/daemon.log" &
+  DAEMON_PID=$!
+  PIDS+=("$DAEMON_PID")
+  wait_metrics_addr "demo exited during startup:"
 }
 
 scrape() { curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"; }

@@ -36,7 +36,7 @@ if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null && chrt -f -a -p 50 "$DAEM
 fi
 
 # --- Prometheus on a free loopback port, data in $WORK.
-PROM_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PROM_PORT=$(free_port)
 mkdir -p "$WORK/prom-data"
 cat >"$WORK/prometheus.yml" <<YML
 global:
