@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/recording/recording.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
@@ -182,33 +183,8 @@ absl::StatusOr<std::string> ParseHexId(absl::string_view hex, size_t size, absl:
 }
 
 std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out += "\"";
+  std::string out;
+  AppendJsonString(&out, s);
   return out;
 }
 
