@@ -329,7 +329,6 @@ absl::Status StringField(const JsonValue& obj, absl::string_view key, bool requi
   return absl::OkStatus();
 }
 
-
 std::string Hex(const std::string& bytes) { return absl::BytesToHexString(bytes); }
 
 const char* KindName(v1::SpanKind k) {
