@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/recording/recording.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "daemon/recording/recording.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fabricscope::cli {
