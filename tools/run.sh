@@ -134,6 +134,7 @@ else
   echo "  metrics:      http://$host:${metrics_listen##*:}/metrics"
 fi
 echo "  live view:    $BIN/fabricscope top"
+echo "  detectors:    $BIN/fabricscope events --since 5m"
 echo "  correlation:  $BIN/fabricscope correlate --since 1m"
 echo "  ground truth: $dir/ground_truth.json (what the simulator injected, and when)"
 echo "  stop:         Ctrl-C (the simulator stops with the daemon)"

@@ -20,7 +20,7 @@ done
 # One line says it runs on the simulator; the others say where to look.
 [ "$(grep -c 'running fabricscoped on a simulated fabric' "$WORK/run.out")" = 1 ] ||
   fail "expected one 'simulated fabric' line: $(cat "$WORK/run.out")"
-for want in "fabricscope top" "fabricscope correlate --since 1m" "metrics:"; do
+for want in "fabricscope top" "fabricscope events --since 5m" "fabricscope correlate --since 1m" "metrics:"; do
   grep -qF -- "$want" "$WORK/run.out" || fail "run.out does not mention '$want'"
 done
 DEMO_DIR=$(sed -n 's/.*live tree in \(\/tmp\/fabricscope-demo\.[A-Za-z0-9]*\).*/\1/p' "$WORK/run.out")
