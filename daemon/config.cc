@@ -513,6 +513,17 @@ const std::vector<Option>& Options() {
          c->replay_speed = f;
          return absl::OkStatus();
        }},
+      {"state-dir", "DIR",
+       "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
+       "written to DIR/snapshot and restored from there at the next start (a corrupt or "
+       "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
+       "empty). DIR must be writable by the user the daemon runs as. Empty: start empty.",
+       false, [](const Config& c) { return c.state_dir; }, StringSetter(&Config::state_dir)},
+      {"state-save-timeout", "DURATION",
+       "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned (the "
+       "previous one is not replaced) and the daemon exits.",
+       false, [](const Config& c) { return DurationText(c.state_save_timeout); },
+       DurationSetter(&Config::state_save_timeout)},
   };
   return *options;
 }

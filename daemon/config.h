@@ -108,6 +108,10 @@ struct Config {
   // Replay (--replay FILE): feed a JSON Lines recording instead of polling.
   std::string replay_file;
   double replay_speed = 1.0;  // 0: as fast as possible ("max")
+
+  // State across restarts (daemon/state/snapshot.h): empty: none.
+  std::string state_dir;
+  absl::Duration state_save_timeout = absl::Seconds(20);
 };
 
 // What the command line asked for besides configuration.

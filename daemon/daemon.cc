@@ -1,12 +1,17 @@
 #include "daemon/daemon.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/state/snapshot.h"
 #include "daemon/version.h"
 
 namespace fabricscope {
@@ -50,6 +55,23 @@ const MetricSpec& kExposerLatencies = DefineMetric(
      .labels = {"quantile"},
      .component = "prometheus-cpp"});
 
+const MetricSpec& kStateRestored = DefineMetric(
+    {.name = "fabricscope_state_restored",
+     .type = MetricType::kGauge,
+     .help = "What the start restored from the --state-dir snapshot, by kind (series, samples, "
+             "spans, events); 0 when nothing was restored.",
+     .labels = {"kind"},
+     .component = "daemon"});
+const MetricSpec& kStateRejected = DefineMetric(
+    {.name = "fabricscope_state_snapshot_rejected_total",
+     .type = MetricType::kCounter,
+     .help = "State snapshots refused at start (the daemon started empty), by reason: io, "
+             "format, version, checksum, truncated, too_large.",
+     .labels = {"reason"},
+     .component = "daemon"});
+
+std::string SnapshotPath(const std::string& dir) { return dir + "/snapshot"; }
+
 }  // namespace
 
 void BlockDaemonSignals() {
@@ -90,6 +112,25 @@ absl::Status Daemon::Init() {
       std::make_unique<DetectorEngine>(config_.detect, store_.get(), events_.get(), &metrics_);
   store_->SetObserver(detectors_.get());
 
+  span_store_ = std::make_unique<SpanStore>(
+      SpanStoreOptions{.memory_bytes = config_.span_memory_bytes, .max_age = config_.max_span_age},
+      clock_, &metrics_);
+  for (const char* kind : {"series", "samples", "spans", "events"}) {
+    metrics_.Gauge(kStateRestored).Add({{"kind", kind}}).Set(0);
+  }
+  for (SnapshotError e : {SnapshotError::kIo, SnapshotError::kFormat, SnapshotError::kVersion,
+                          SnapshotError::kChecksum, SnapshotError::kTruncated,
+                          SnapshotError::kTooLarge}) {
+    metrics_.Counter(kStateRejected).Add({{"reason", std::string(SnapshotErrorName(e))}});
+  }
+  if (!config_.state_dir.empty()) {
+    if (!config_.replay_file.empty()) {
+      return absl::InvalidArgumentError("--state-dir and --replay cannot be combined");
+    }
+    // Before any collector registers a series: restored series keep their ids.
+    RestoreState();
+  }
+
   if (auto s = RegisterAllCollectors(registry_); !s.ok()) return s;
   if (config_.replay_file.empty()) {
     CollectorContext ctx{&config_, store_.get(), clock_, &metrics_};
@@ -120,10 +161,8 @@ absl::Status Daemon::Init() {
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 
-  // Span ingest: the span store, the ingester and its two gRPC adapters.
-  span_store_ = std::make_unique<SpanStore>(
-      SpanStoreOptions{.memory_bytes = config_.span_memory_bytes, .max_age = config_.max_span_age},
-      clock_, &metrics_);
+  // Span ingest: the span store (created above), the ingester and its two
+  // gRPC adapters.
   auto patterns = ParseSpanKindPatterns(config_.span_kind_patterns);
   if (!patterns.ok()) {
     return absl::InvalidArgumentError(
@@ -168,6 +207,7 @@ absl::Status Daemon::Init() {
     CorrelationWorkerOptions wopt;
     wopt.settle_delay = slowest + config_.hot_interval + absl::Milliseconds(100);
     wopt.queue_limit = config_.correlate_queue;
+    wopt.skip_held_spans = true;  // restored spans were aggregated before the restart
     correlation_worker_ = std::make_unique<CorrelationWorker>(
         span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
     query_service_ = std::make_unique<QueryService>(span_store_.get(), correlator_.get(),
@@ -190,6 +230,95 @@ absl::Status Daemon::Init() {
   Log(LogLevel::kInfo, "daemon", "serving metrics",
       {{"address", exporter_->address()}, {"path", "/metrics"}});
   Log(LogLevel::kInfo, "daemon", "serving grpc", {{"address", grpc_server_->address()}});
+  return absl::OkStatus();
+}
+
+void Daemon::RestoreState() {
+  const std::string path = SnapshotPath(config_.state_dir);
+  // The snapshot must fit in what it is restored into (plus slack for the
+  // record framing and the event ring).
+  const uint64_t max_bytes = config_.store_memory_bytes + config_.span_memory_bytes + (64ull << 20);
+  const absl::Time started = absl::Now();
+  std::string data;
+  bool missing = false;
+  SnapshotCounts counts;
+  SnapshotStatus st = ReadSnapshotFile(path, max_bytes, &data, &missing);
+  if (st.ok()) st = ValidateSnapshot(data, max_bytes, &counts);
+  if (st.ok()) st = RestoreSnapshot(data, store_.get(), span_store_.get(), events_.get(), &counts);
+  if (missing) {
+    Log(LogLevel::kInfo, "state", "no snapshot to restore; starting empty", {{"path", path}});
+    return;
+  }
+  if (!st.ok()) {
+    metrics_.Counter(kStateRejected)
+        .Add({{"reason", std::string(SnapshotErrorName(st.error))}})
+        .Increment();
+    // Keep the bad file for inspection, out of the way of the next snapshot.
+    const std::string kept = path + ".corrupt";
+    const bool moved = std::rename(path.c_str(), kept.c_str()) == 0;
+    Log(LogLevel::kError, "state", "snapshot rejected; starting empty",
+        {{"path", path},
+         {"reason", std::string(SnapshotErrorName(st.error))},
+         {"detail", st.detail},
+         {"kept_as", moved ? kept : "(could not move it)"}});
+    return;
+  }
+  // Restored once: a crash before the next SIGTERM must not restore it again
+  // on top of newer samples.
+  const std::string done = path + ".restored";
+  std::rename(path.c_str(), done.c_str());
+  metrics_.Gauge(kStateRestored).Add({{"kind", "series"}}).Set(static_cast<double>(counts.series));
+  metrics_.Gauge(kStateRestored).Add({{"kind", "samples"}}).Set(static_cast<double>(counts.samples));
+  metrics_.Gauge(kStateRestored).Add({{"kind", "spans"}}).Set(static_cast<double>(counts.spans));
+  metrics_.Gauge(kStateRestored).Add({{"kind", "events"}}).Set(static_cast<double>(counts.events));
+  const StoreStats ss = store_->Stats();
+  Log(LogLevel::kInfo, "state", "restored snapshot",
+      {{"path", path},
+       {"series", absl::StrCat(counts.series)},
+       {"samples", absl::StrCat(counts.samples)},
+       {"spans", absl::StrCat(counts.spans)},
+       {"spans_held", absl::StrCat(span_store_->Stats().spans)},
+       {"events", absl::StrCat(counts.events)},
+       {"series_unmapped", absl::StrCat(counts.series_unmapped)},
+       {"samples_over_budget", absl::StrCat(ss.evicted_samples)},
+       {"bytes", absl::StrCat(counts.bytes)},
+       {"saved_ago", absl::FormatDuration(absl::Nanoseconds(clock_->RealtimeNs() -
+                                                            counts.saved_unix_nano))},
+       {"took", absl::FormatDuration(absl::Now() - started)}});
+}
+
+void Daemon::SaveState() {
+  const std::string path = SnapshotPath(config_.state_dir);
+  const absl::Time started = absl::Now();
+  SnapshotCounts counts;
+  absl::Status s = WriteSnapshot(path, *store_, *span_store_, *events_, clock_->RealtimeNs(),
+                                 started + config_.state_save_timeout, &counts);
+  if (!s.ok()) {
+    Log(LogLevel::kError, "state", "snapshot not written",
+        {{"path", path}, {"error", std::string(s.message())}});
+    return;
+  }
+  Log(LogLevel::kInfo, "state", "snapshot written",
+      {{"path", path},
+       {"series", absl::StrCat(counts.series)},
+       {"samples", absl::StrCat(counts.samples)},
+       {"spans", absl::StrCat(counts.spans)},
+       {"events", absl::StrCat(counts.events)},
+       {"bytes", absl::StrCat(counts.bytes)},
+       {"took", absl::FormatDuration(absl::Now() - started)}});
+}
+
+absl::Status Daemon::CheckStateDir() const {
+  if (config_.state_dir.empty()) return absl::OkStatus();
+  const std::string probe = config_.state_dir + "/.write-test";
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (f == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--state-dir ", config_.state_dir, " is not writable by uid ", getuid(), ": ",
+                     std::strerror(errno), " (the snapshot on SIGTERM would fail)"));
+  }
+  std::fclose(f);
+  std::remove(probe.c_str());
   return absl::OkStatus();
 }
 
@@ -241,6 +370,7 @@ int Daemon::Run() {
   correlation_worker_->Stop();
   scheduler_->Stop();
   exporter_.reset();
+  if (!config_.state_dir.empty()) SaveState();
   Log(LogLevel::kInfo, "daemon", "stopped");
   return 0;
 }

@@ -62,8 +62,16 @@ class Daemon {
   const std::string& grpc_address() const { return grpc_server_->address(); }
   SpanStore* span_store() { return span_store_.get(); }
 
+  // --state-dir: after switching user, checks that the snapshot can be
+  // written there (an error names the directory and the user).
+  absl::Status CheckStateDir() const;
+
  private:
   void Reload();
+  // --state-dir: restores DIR/snapshot into the empty stores (Init), and
+  // writes it after the writers stopped (Run, on SIGTERM).
+  void RestoreState();
+  void SaveState();
 
   CommandLine command_line_;
   Config config_;

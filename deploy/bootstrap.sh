@@ -16,6 +16,7 @@ packages=(
   prometheus-cpp-dev
   libcivetweb-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  zlib1g-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
   prometheus prometheus-node-exporter iproute2 ethtool procps curl jq openssl python3 python3-yaml

@@ -44,8 +44,10 @@ CorrelationWorker::CorrelationWorker(const SpanStore* spans, const Correlator* c
                                                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1});
     pending_gauge_ = &metrics->Gauge(kPending).Add({});
   }
-  // Start with the spans added from now on plus those still held.
-  next_seq_ = spans_->Stats().first_seq;
+  // Start with the spans added from now on plus (unless told otherwise) those
+  // still held.
+  const SpanStoreStats held = spans_->Stats();
+  next_seq_ = options_.skip_held_spans ? held.next_seq : held.first_seq;
 }
 
 CorrelationWorker::~CorrelationWorker() { Stop(); }

@@ -43,6 +43,9 @@ struct CorrelationWorkerOptions {
   size_t queue_limit = 65536;
   absl::Duration poll_period = absl::Milliseconds(100);
   size_t read_batch = 4096;  // spans read from the store per step
+  // Start after the spans the store already holds (restored from a state
+  // snapshot: they were aggregated before the restart) instead of with them.
+  bool skip_held_spans = false;
 };
 
 class CorrelationWorker {

@@ -33,6 +33,29 @@ uint64_t EventLog::Open(DetectorEvent event) {
   return events_.back().id;
 }
 
+std::vector<DetectorEvent> EventLog::All() const {
+  std::lock_guard lock(mu_);
+  return {events_.begin(), events_.end()};
+}
+
+void EventLog::Restore(std::vector<DetectorEvent> events, int64_t saved_unix_nano) {
+  std::lock_guard lock(mu_);
+  if (events.size() > capacity_) {
+    events.erase(events.begin(), events.end() - static_cast<ptrdiff_t>(capacity_));
+  }
+  events_.clear();
+  uint64_t id = events.empty() || events.front().id == 0 ? 1 : events.front().id;
+  for (DetectorEvent& e : events) {
+    e.id = id++;
+    if (e.active()) {
+      e.end_unix_nano = std::max(saved_unix_nano, e.start_unix_nano);
+      e.summary += " (still active when the daemon stopped)";
+    }
+    events_.push_back(std::move(e));
+  }
+  next_id_ = id;
+}
+
 DetectorEvent* EventLog::FindLocked(uint64_t id) {
   if (events_.empty() || id < events_.front().id || id > events_.back().id) return nullptr;
   // Ids are consecutive within the ring.

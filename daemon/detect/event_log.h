@@ -59,6 +59,13 @@ class EventLog {
   // start time; `detector` "" matches all.
   std::vector<DetectorEvent> List(int64_t from_unix_nano, int64_t to_unix_nano,
                                   absl::string_view detector) const;
+  // Every held event in id order (the state snapshot).
+  std::vector<DetectorEvent> All() const;
+  // Refills the log from a snapshot before any detector runs: `events` in id
+  // order; ids are kept when consecutive, else renumbered from the first. An
+  // event still active when it was saved is closed at `saved_unix_nano` (the
+  // detector starts over and reopens it if the condition persists).
+  void Restore(std::vector<DetectorEvent> events, int64_t saved_unix_nano);
   uint64_t evicted() const;
   size_t capacity() const { return capacity_; }
 

@@ -47,6 +47,12 @@ class CounterTracker {
   bool has_value() const { return has_value_; }
   uint64_t last() const { return last_; }
   const CounterSemantics& semantics() const { return sem_; }
+  // Continues from a saved state (daemon/state/snapshot.h).
+  void Restore(bool has_value, bool saturated, uint64_t last) {
+    has_value_ = has_value;
+    saturated_ = saturated;
+    last_ = last;
+  }
 
  private:
   CounterSemantics sem_;

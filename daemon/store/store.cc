@@ -149,7 +149,12 @@ SeriesId Store::Register(const SeriesKey& key, const Signal& signal) {
   {
     std::shared_lock lock(table_mu_);
     auto it = by_key_.find(key);
-    if (it != by_key_.end()) return it->second;
+    if (it != by_key_.end()) {
+      Series* existing = series_[it->second].get();
+      std::lock_guard series_lock(existing->mu);
+      existing->state.present = true;
+      return it->second;
+    }
   }
   auto series = std::make_unique<Series>(key, signal, peak_geometry_);
   size_t agg_bytes = 0;
@@ -282,18 +287,26 @@ void Store::PrepareHead(Series* s) {
     Release(HeadAccounted(old_cap));
     return;
   }
-  // Seal the head into an immutable chunk. Accounted: the make_shared block
-  // (Chunk + a 16-byte control block) and the payload block.
-  const uint64_t accounted =
-      RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead + RoundUp16(std::max<size_t>(used, 1));
-  if (!Reserve(accounted)) {
+  // Seal the head into an immutable chunk.
+  if (!LinkSealed(s, s->head, s->head_data.get(), used)) {
     DropHead(s);
     return;
   }
+  std::lock_guard lock(s->mu);
+  std::memset(s->head_data.get(), 0, std::min(used + 1, s->head_cap));
+  s->head = ChunkHeader{};
+}
+
+bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used) {
+  // Accounted: the make_shared block (Chunk + a 16-byte control block) and
+  // the payload block.
+  const uint64_t accounted =
+      RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead + RoundUp16(std::max<size_t>(used, 1));
+  if (!Reserve(accounted)) return false;
   auto c = std::make_shared<Chunk>();
-  c->h = s->head;
+  c->h = h;
   c->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
-  std::memcpy(c->data.get(), s->head_data.get(), used);
+  std::memcpy(c->data.get(), data, used);
   c->accounted = accounted;
   bool was_empty;
   {
@@ -307,13 +320,74 @@ void Store::PrepareHead(Series* s) {
     s->newest = c.get();
     ++s->sealed_chunks;
     s->sealed_samples += c->h.count;
-    std::memset(s->head_data.get(), 0, std::min(used + 1, s->head_cap));
-    s->head = ChunkHeader{};
   }
   if (was_empty) {
     std::lock_guard lock(evict_mu_);
     PushHeapLocked({c->h.min_ts, s});
   }
+  return true;
+}
+
+void Store::Dump(const std::function<bool(const SeriesDump&)>& fn) const {
+  uint32_t n;
+  {
+    std::shared_lock lock(table_mu_);
+    n = static_cast<uint32_t>(series_.size());
+  }
+  SeriesDump dump;
+  for (SeriesId id = 0; id < n; ++id) {
+    ReadView view;
+    if (!View(id, INT64_MIN, INT64_MAX, &view)) continue;
+    dump.key = &view.series->key;
+    dump.signal = &view.series->signal;
+    {
+      std::lock_guard lock(view.series->mu);
+      dump.state = view.series->state;
+    }
+    dump.chunks.clear();
+    view.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
+      dump.chunks.push_back({h, data});
+    });
+    if (!fn(dump)) return;
+  }
+}
+
+SeriesId Store::Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
+                        std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped) {
+  uint64_t dropped = 0;
+  for (const EncodedChunk& c : chunks) dropped += c.header.count > 0 ? 1 : 0;
+  if (chunks_dropped != nullptr) *chunks_dropped = dropped;
+  if (Find(key).has_value()) return kInvalidSeries;
+  const SeriesId id = Register(key, signal);
+  Series* s = Lookup(id);
+  if (s == nullptr) return kInvalidSeries;
+  for (const EncodedChunk& c : chunks) {
+    if (c.header.count == 0) continue;
+    if (LinkSealed(s, c.header, c.data.data(), ChunkWriter::ByteSize(c.header))) {
+      --dropped;
+    } else {
+      evicted_.fetch_add(c.header.count, std::memory_order_relaxed);
+    }
+  }
+  if (chunks_dropped != nullptr) *chunks_dropped = dropped;
+  std::lock_guard lock(s->mu);
+  SeriesState& st = s->state;
+  st.has_value = state.has_value;
+  st.present = false;
+  st.last_ts_ns = state.last_ts_ns;
+  st.last_raw = state.last_raw;
+  st.total = state.total;
+  st.resets = state.resets;
+  st.saturated = state.saturated;
+  st.samples = state.samples;
+  st.microbursts = state.microbursts;
+  // Rates and the peak window start again with the next poll.
+  st.last_rate = 0;
+  st.rate_valid = false;
+  st.peak_rate = 0;
+  st.peak_valid = false;
+  s->tracker.Restore(state.has_value, state.saturated, state.last_raw);
+  return id;
 }
 
 void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {

@@ -51,6 +51,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -181,6 +182,20 @@ struct StoreStats {
   uint64_t rejected_series = 0;  // Register calls refused for lack of memory
 };
 
+// One series as the state snapshot writes it (Store::Dump): its key, its
+// derived state and every chunk it holds, oldest first, the head chunk last.
+// `data` points into the store's chunks and is valid only during the call.
+struct SeriesDump {
+  struct ChunkRef {
+    ChunkHeader header;
+    const uint8_t* data = nullptr;  // ChunkWriter::ByteSize(header) bytes
+  };
+  const SeriesKey* key = nullptr;
+  const Signal* signal = nullptr;
+  SeriesState state;
+  std::vector<ChunkRef> chunks;
+};
+
 // Chunk geometry (see the header comment).
 inline constexpr size_t kInitialHeadBytes = 64;
 inline constexpr size_t kMaxChunkBytes = 1024;
@@ -194,7 +209,8 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Declares a series; returns the existing id if `key` is already registered
-  // (a re-discovered device gets its old series back).
+  // (a re-discovered device, or a series restored from a snapshot, gets its
+  // old series back, marked present).
   SeriesId Register(const SeriesKey& key, const Signal& signal);
   std::optional<SeriesId> Find(const SeriesKey& key) const;
 
@@ -227,6 +243,24 @@ class Store {
   void UpsertPort(const PortInfo& port);
   std::vector<PortInfo> Ports() const;
 
+  // State snapshot (daemon/state/snapshot.h).
+  // Dump calls `fn` for every series in id order, with no store lock held
+  // during the call (the chunks it sees stay alive until it returns); `fn`
+  // returns false to stop. Safe while writers run, but a consistent picture
+  // needs the writers stopped.
+  void Dump(const std::function<bool(const SeriesDump&)>& fn) const;
+  // Restore re-creates a series from a snapshot before any collector has
+  // registered its key: the chunks (oldest first; each non-empty and decoded
+  // by the caller) become sealed chunks, the derived state continues (totals,
+  // resets, the last raw reading: the next Append's delta spans the restart),
+  // and the series is marked absent until a collector registers it again.
+  // Chunks the budget cannot hold are dropped oldest first (counted as
+  // evicted; `chunks_dropped` counts those not linked at all). Returns
+  // kInvalidSeries (nothing restored) when the key is already registered or
+  // the series itself does not fit.
+  SeriesId Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
+                   std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped = nullptr);
+
   const StoreOptions& options() const { return options_; }
 
  private:
@@ -250,6 +284,10 @@ class Store {
   // Writer only, under s->mu: records one sample and fills `ev`.
   void AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
   void DropHead(Series* s);
+  // Writer (or Restore): links a copy of `used` bytes of `data` as the
+  // series' newest sealed chunk; false (nothing linked) if the budget cannot
+  // hold it.
+  bool LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used);
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
 
   const StoreOptions options_;

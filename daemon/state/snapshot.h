@@ -1,0 +1,104 @@
+// The state snapshot: the store's samples, the span ring and the detector
+// event ring written to one file on SIGTERM and read back at the next start
+// (--state-dir), so that a restart or an upgrade does not erase the last hour
+// of an incident.
+//
+// File format (little-endian; docs/state.md has the byte layout):
+//   header   "FSSNAP\r\n", u32 format version, u32 flags (0), i64 saved_unix_nano,
+//            u32 CRC-32 of the header before it
+//   records  u8 type, u32 length, payload[length], u32 CRC-32 (zlib) of
+//            type + length + payload. Types: series (key, derived state and
+//            every compressed chunk as the store holds it, the head chunk
+//            last), span, event, and a final end record carrying the count of
+//            each, so a file cut short anywhere is detected.
+// Chunks are written as the store holds them (no re-encoding): writing costs
+// a pass over memory, and reading decodes every chunk once to check it.
+//
+// Reading is all-or-nothing: ValidateSnapshot reads the whole file and checks
+// every checksum, count and chunk before RestoreSnapshot changes anything; a
+// file that fails is reported with the reason and nothing is restored.
+//
+// Writing goes to DIR/snapshot.tmp and is renamed over DIR/snapshot once
+// fsync'd; past the deadline the temporary file is removed and the previous
+// snapshot (if any) is left alone.
+//
+// Thread-safety: WriteSnapshot reads the stores through their thread-safe
+// APIs, but the snapshot is consistent only with the writers stopped;
+// RestoreSnapshot runs before any collector, ingest or detector starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/detect/event_log.h"
+#include "daemon/spans/span_store.h"
+#include "daemon/store/store.h"
+
+namespace fabricscope {
+
+inline constexpr uint32_t kSnapshotVersion = 1;
+
+struct SnapshotCounts {
+  uint64_t series = 0;
+  uint64_t chunks = 0;
+  uint64_t samples = 0;
+  uint64_t spans = 0;
+  uint64_t events = 0;
+  uint64_t bytes = 0;          // file size
+  int64_t saved_unix_nano = 0;  // when it was written
+  // Restore only: series whose key no signal rule maps any more (an upgrade
+  // changed the table), and chunks the store budget could not hold.
+  uint64_t series_unmapped = 0;
+  uint64_t chunks_dropped = 0;
+};
+
+// Why a snapshot was refused (the `reason` label of
+// fabricscope_state_snapshot_rejected_total).
+enum class SnapshotError {
+  kNone,
+  kIo,         // cannot open or read it
+  kFormat,     // not a snapshot (bad magic), or a record that does not parse
+  kVersion,    // written by an incompatible format version
+  kChecksum,   // a record's CRC does not match
+  kTruncated,  // ends before its end record
+  kTooLarge,   // larger than the budgets it must fit in
+};
+absl::string_view SnapshotErrorName(SnapshotError e);
+
+struct SnapshotStatus {
+  SnapshotError error = SnapshotError::kNone;
+  std::string detail;  // human-readable: which record, what was wrong
+  bool ok() const { return error == SnapshotError::kNone; }
+};
+
+// Writes the snapshot of `store`, `spans` and `events` to `path` (via
+// path + ".tmp", fsync, rename). Fails (leaving any previous file at `path`
+// in place) on an I/O error or when `deadline` passes.
+absl::Status WriteSnapshot(const std::string& path, const Store& store, const SpanStore& spans,
+                           const EventLog& events, int64_t saved_unix_nano, absl::Time deadline,
+                           SnapshotCounts* counts);
+
+// Reads and checks all of `data` (a whole snapshot file); restores nothing.
+// `max_bytes` bounds the file (the sum of the budgets it is restored into).
+SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes,
+                                SnapshotCounts* counts);
+
+// Restores a snapshot that ValidateSnapshot accepted into empty stores.
+SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
+                               EventLog* events, SnapshotCounts* counts);
+
+// Reads the file at `path` whole, refusing one over `max_bytes` (kTooLarge)
+// or unreadable (kIo; `*missing` true when it does not exist).
+SnapshotStatus ReadSnapshotFile(const std::string& path, uint64_t max_bytes, std::string* data,
+                                bool* missing);
+
+// For the fuzz target: recomputes every checksum of `data` whose framing
+// parses (the header's, then each record's, until the framing breaks), so
+// that mutated payloads reach the record decoders.
+std::string ResealSnapshotForFuzzing(absl::string_view data);
+
+}  // namespace fabricscope

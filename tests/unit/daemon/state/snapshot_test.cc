@@ -1,0 +1,301 @@
+#include "daemon/state/snapshot.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT = 1'700'000'000 * kSec;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/fabricscope-snapshot-test.XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const SeriesKey kBytes{"counters", "port_xmit_data", "mlx5_0", 1, ""};
+const SeriesKey kPause{"ethtool", "rx_prio3_pause_duration", "", 0, "eth0"};
+const SeriesKey kPfcEnabled{"dcb_config", "pfc_enabled_prio3", "", 0, "eth0"};
+
+Span MakeSpan(uint8_t trace, uint8_t id, int64_t t0, int64_t t1) {
+  Span s;
+  s.trace_id[15] = trace;
+  s.span_id[7] = id;
+  s.parent_span_id[0] = 9;
+  s.name = "decode_step";
+  s.kind = SpanKind::kDecodeStep;
+  s.start_unix_nano = t0;
+  s.end_unix_nano = t1;
+  s.attributes = {{"service.name", "vllm"}, {"gen_ai.request.model", "llama"}};
+  s.rdma_device = "mlx5_0";
+  s.rdma_port = 1;
+  s.netdev = "eth0";
+  s.stall_flag = id % 2 == 0;
+  s.protocol = "otlp";
+  return s;
+}
+
+// A store with three series (two counters over many chunks, a gauge), spans
+// and events, as a daemon holds them at SIGTERM.
+class SnapshotTest : public ::testing::Test {
+ protected:
+  SnapshotTest()
+      : clock_(kT + 100 * kSec), spans_({}, &clock_, nullptr), events_(100, nullptr) {
+    bytes_ = store_.Register(kBytes, *MapCounter(kBytes));
+    pause_ = store_.Register(kPause, *MapCounter(kPause));
+    for (int64_t i = 0; i < 20000; ++i) {  // several sealed chunks plus a head
+      const int64_t ts = kT + i * 5 * kMs + (i % 7) * 1000;
+      store_.Append(bytes_, ts, static_cast<uint64_t>(i * i));
+      store_.Append(pause_, ts, static_cast<uint64_t>(i / 100));
+    }
+    store_.Append(bytes_, kT + 100 * kSec, 5);  // a reset: resets == 1
+    gauge_ = store_.Register(kPfcEnabled, *MapCounter(kPfcEnabled));
+    store_.Append(gauge_, kT, 1);
+    store_.Append(gauge_, kT + kSec, 0);
+    for (uint8_t i = 1; i <= 50; ++i) {
+      spans_.Add(MakeSpan(i % 5, i, kT + i * kSec, kT + i * kSec + 30 * kMs));
+    }
+    DetectorEvent closed;
+    closed.detector = "pfc_storm";
+    closed.kind = "storm";
+    closed.netdev = "eth0";
+    closed.priority = "3";
+    closed.direction = "rx";
+    closed.start_unix_nano = kT + 10 * kSec;
+    closed.detected_unix_nano = kT + 10 * kSec + 200 * kMs;
+    events_.Close(events_.Open(closed), kT + 11 * kSec, 0.97, "PFC storm on eth0 prio 3 rx");
+    DetectorEvent open = closed;
+    open.detector = "microburst";
+    open.kind = "burst";
+    open.start_unix_nano = kT + 90 * kSec;
+    events_.Update(events_.Open(open), 12.5, "burst on eth0");
+  }
+
+  // Writes the snapshot to dir_/snapshot and returns its bytes.
+  std::string Save() {
+    SnapshotCounts counts;
+    absl::Status s = WriteSnapshot(path(), store_, spans_, events_, kT + 100 * kSec,
+                                   absl::InfiniteFuture(), &counts);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(counts.series, 3u);
+    EXPECT_EQ(counts.spans, 50u);
+    EXPECT_EQ(counts.events, 2u);
+    EXPECT_EQ(counts.samples, store_.Stats().samples);
+    return Slurp(path());
+  }
+  std::string path() const { return dir_.path() + "/snapshot"; }
+
+  TempDir dir_;
+  FakeClock clock_;
+  Store store_;
+  SpanStore spans_;
+  EventLog events_;
+  SeriesId bytes_ = kInvalidSeries;
+  SeriesId pause_ = kInvalidSeries;
+  SeriesId gauge_ = kInvalidSeries;
+};
+
+TEST_F(SnapshotTest, RoundTripRestoresSamplesStateSpansAndEvents) {
+  const std::string data = Save();
+  SnapshotCounts counts;
+  SnapshotStatus v = ValidateSnapshot(data, 1ull << 30, &counts);
+  ASSERT_TRUE(v.ok()) << v.detail;
+  EXPECT_EQ(counts.samples, store_.Stats().samples);
+  EXPECT_GT(counts.chunks, 3u);
+
+  Store store;
+  SpanStore spans({}, &clock_, nullptr);
+  EventLog events(100, nullptr);
+  SnapshotStatus r = RestoreSnapshot(data, &store, &spans, &events, &counts);
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_EQ(counts.series_unmapped, 0u);
+  EXPECT_EQ(counts.chunks_dropped, 0u);
+
+  for (const SeriesKey& k : {kBytes, kPause, kPfcEnabled}) {
+    const SeriesId before = *store_.Find(k);
+    const std::optional<SeriesId> after = store.Find(k);
+    ASSERT_TRUE(after.has_value()) << k.name;
+    EXPECT_EQ(store.ReadRange(*after, INT64_MIN, INT64_MAX),
+              store_.ReadRange(before, INT64_MIN, INT64_MAX))
+        << k.name;
+    const SeriesState a = store_.Get(before)->state;
+    const SeriesState b = store.Get(*after)->state;
+    EXPECT_EQ(b.total, a.total);
+    EXPECT_EQ(b.resets, a.resets);
+    EXPECT_EQ(b.samples, a.samples);
+    EXPECT_EQ(b.microbursts, a.microbursts);
+    EXPECT_EQ(b.last_raw, a.last_raw);
+    EXPECT_EQ(b.last_ts_ns, a.last_ts_ns);
+    EXPECT_FALSE(b.present) << "absent until a collector registers it again";
+    EXPECT_FALSE(b.rate_valid);
+  }
+  EXPECT_EQ(store.Get(*store.Find(kBytes))->state.resets, 1u);
+  // Deltas over restored history work as before.
+  auto d0 = store_.Delta(bytes_, kT + 10 * kSec, kT + 20 * kSec);
+  auto d1 = store.Delta(*store.Find(kBytes), kT + 10 * kSec, kT + 20 * kSec);
+  ASSERT_TRUE(d0.ok() && d1.ok());
+  EXPECT_EQ(d1->raw_delta, d0->raw_delta);
+
+  EXPECT_EQ(spans.Stats().spans, 50u);
+  TraceId t{};
+  t[15] = 2;
+  auto a = spans_.FindByTraceId(t);
+  auto b = spans.FindByTraceId(t);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i]->span_id, a[i]->span_id);
+    EXPECT_EQ(b[i]->parent_span_id, a[i]->parent_span_id);
+    EXPECT_EQ(b[i]->name, a[i]->name);
+    EXPECT_EQ(b[i]->kind, a[i]->kind);
+    EXPECT_EQ(b[i]->start_unix_nano, a[i]->start_unix_nano);
+    EXPECT_EQ(b[i]->end_unix_nano, a[i]->end_unix_nano);
+    EXPECT_EQ(b[i]->attributes, a[i]->attributes);
+    EXPECT_EQ(b[i]->rdma_device, a[i]->rdma_device);
+    EXPECT_EQ(b[i]->rdma_port, a[i]->rdma_port);
+    EXPECT_EQ(b[i]->netdev, a[i]->netdev);
+    EXPECT_EQ(b[i]->stall_flag, a[i]->stall_flag);
+    EXPECT_EQ(b[i]->protocol, a[i]->protocol);
+  }
+
+  std::vector<DetectorEvent> ev = events.All();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].detector, "pfc_storm");
+  EXPECT_EQ(ev[0].end_unix_nano, kT + 11 * kSec);
+  EXPECT_EQ(ev[0].peak, 0.97);
+  EXPECT_EQ(ev[0].detected_unix_nano, kT + 10 * kSec + 200 * kMs);
+  EXPECT_EQ(ev[0].summary, "PFC storm on eth0 prio 3 rx");
+  // Active at the snapshot: closed at the save time, and said so.
+  EXPECT_EQ(ev[1].detector, "microburst");
+  EXPECT_FALSE(ev[1].active());
+  EXPECT_EQ(ev[1].end_unix_nano, kT + 100 * kSec);
+  EXPECT_NE(ev[1].summary.find("still active when the daemon stopped"), std::string::npos);
+  // New events continue the id sequence.
+  EXPECT_EQ(events.Open(DetectorEvent{}), ev[1].id + 1);
+}
+
+TEST_F(SnapshotTest, RestoredSeriesContinueAcrossTheRestart) {
+  const std::string data = Save();
+  Store store;
+  SpanStore spans({}, &clock_, nullptr);
+  EventLog events(100, nullptr);
+  SnapshotCounts counts;
+  ASSERT_TRUE(RestoreSnapshot(data, &store, &spans, &events, &counts).ok());
+  const SeriesState before = store.Get(*store.Find(kBytes))->state;
+  // The collector finds its series again (same id, present again) and the
+  // first delta after the restart spans the downtime.
+  const SeriesId id = store.Register(kBytes, *MapCounter(kBytes));
+  EXPECT_EQ(id, *store.Find(kBytes));
+  EXPECT_TRUE(store.Get(id)->state.present);
+  store.Append(id, kT + 105 * kSec, before.last_raw + 1000);
+  const SeriesState after = store.Get(id)->state;
+  EXPECT_DOUBLE_EQ(after.total, before.total + 1000 * MapCounter(kBytes)->scale);
+  EXPECT_TRUE(after.rate_valid);
+  EXPECT_DOUBLE_EQ(after.last_rate, 1000 * MapCounter(kBytes)->scale / 5.0);
+  EXPECT_EQ(after.samples, before.samples + 1);
+}
+
+TEST_F(SnapshotTest, EveryCorruptionOrTruncationIsRejected) {
+  const std::string data = Save();
+  SnapshotCounts counts;
+  // Cut short anywhere: refused (never a partial restore).
+  for (size_t len = 0; len < data.size(); len += 1 + len / 7) {
+    SnapshotStatus s = ValidateSnapshot(data.substr(0, len), 1ull << 30, &counts);
+    EXPECT_FALSE(s.ok()) << "accepted a snapshot cut to " << len << " of " << data.size();
+  }
+  // One flipped bit anywhere: refused.
+  for (size_t pos = 0; pos < data.size(); pos += 1 + pos / 5) {
+    std::string bad = data;
+    bad[pos] = static_cast<char>(bad[pos] ^ 0x10);
+    SnapshotStatus s = ValidateSnapshot(bad, 1ull << 30, &counts);
+    EXPECT_FALSE(s.ok()) << "accepted a snapshot with byte " << pos << " flipped";
+  }
+  // Reasons.
+  std::string bad = data;
+  bad[data.size() / 2] ^= 1;
+  EXPECT_EQ(ValidateSnapshot(bad, 1ull << 30, &counts).error, SnapshotError::kChecksum);
+  EXPECT_EQ(ValidateSnapshot(data.substr(0, data.size() - 3), 1ull << 30, &counts).error,
+            SnapshotError::kTruncated);
+  EXPECT_EQ(ValidateSnapshot("not a snapshot at all", 1ull << 30, &counts).error,
+            SnapshotError::kFormat);
+  bad = data;
+  bad[8] = 9;  // format version 9
+  EXPECT_EQ(ValidateSnapshot(bad, 1ull << 30, &counts).error, SnapshotError::kVersion);
+  EXPECT_EQ(ValidateSnapshot(data, 100, &counts).error, SnapshotError::kTooLarge);
+  EXPECT_EQ(ValidateSnapshot(data + "x", 1ull << 30, &counts).error, SnapshotError::kFormat);
+}
+
+TEST_F(SnapshotTest, ASmallerStoreKeepsTheNewestSamples) {
+  const std::string data = Save();
+  StoreOptions small;
+  small.memory_bytes = 48 << 10;
+  Store store(small);
+  SpanStore spans({}, &clock_, nullptr);
+  EventLog events(1, nullptr);  // and a smaller event ring: the newest event
+  SnapshotCounts counts;
+  ASSERT_TRUE(RestoreSnapshot(data, &store, &spans, &events, &counts).ok());
+  const StoreStats st = store.Stats();
+  EXPECT_LE(st.bytes, small.memory_bytes);
+  EXPECT_GT(st.evicted_samples, 0u);
+  EXPECT_GT(st.samples, 0u);
+  const std::vector<Sample> all = store_.ReadRange(bytes_, INT64_MIN, INT64_MAX);
+  const std::vector<Sample> kept = store.ReadRange(*store.Find(kBytes), INT64_MIN, INT64_MAX);
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(kept.back(), all.back());
+  ASSERT_EQ(events.All().size(), 1u);
+  EXPECT_EQ(events.All()[0].detector, "microburst");
+}
+
+TEST_F(SnapshotTest, AMissedDeadlineLeavesThePreviousSnapshot) {
+  const std::string first = Save();
+  SnapshotCounts counts;
+  absl::Status s = WriteSnapshot(path(), store_, spans_, events_, kT, absl::InfinitePast(), &counts);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(Slurp(path()), first);
+  EXPECT_NE(access((path() + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
+  // An unwritable place fails with a message naming it.
+  s = WriteSnapshot("/nonexistent-dir/snapshot", store_, spans_, events_, kT,
+                    absl::InfiniteFuture(), &counts);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("/nonexistent-dir/snapshot.tmp"), std::string::npos);
+}
+
+TEST_F(SnapshotTest, ReadSnapshotFileReportsMissingAndTooLarge) {
+  std::string data;
+  bool missing = false;
+  SnapshotStatus s = ReadSnapshotFile(path(), 1ull << 30, &data, &missing);
+  EXPECT_EQ(s.error, SnapshotError::kIo);
+  EXPECT_TRUE(missing);
+  const std::string saved = Save();
+  s = ReadSnapshotFile(path(), 1ull << 30, &data, &missing);
+  ASSERT_TRUE(s.ok()) << s.detail;
+  EXPECT_EQ(data, saved);
+  s = ReadSnapshotFile(path(), 1000, &data, &missing);
+  EXPECT_EQ(s.error, SnapshotError::kTooLarge);
+  EXPECT_FALSE(missing);
+}
+
+}  // namespace
+}  // namespace fabricscope
