@@ -235,16 +235,23 @@ absl::Status Daemon::Init() {
 
 void Daemon::RestoreState() {
   const std::string path = SnapshotPath(config_.state_dir);
-  // The snapshot must fit in what it is restored into (plus slack for the
-  // record framing and the event ring).
-  const uint64_t max_bytes = config_.store_memory_bytes + config_.span_memory_bytes + (64ull << 20);
+  // A bound against absurd files only: a snapshot from larger budgets (the
+  // operator lowered them) is still restored, its oldest samples dropped to
+  // fit. The file is mapped, not copied.
+  const uint64_t max_bytes =
+      4 * (config_.store_memory_bytes + config_.span_memory_bytes) + (64ull << 20);
   const absl::Time started = absl::Now();
-  std::string data;
   bool missing = false;
   SnapshotCounts counts;
-  SnapshotStatus st = ReadSnapshotFile(path, max_bytes, &data, &missing);
-  if (st.ok()) st = ValidateSnapshot(data, max_bytes, &counts);
-  if (st.ok()) st = RestoreSnapshot(data, store_.get(), span_store_.get(), events_.get(), &counts);
+  SnapshotStatus st;
+  {
+    MappedSnapshot file;
+    st = file.Open(path, max_bytes, &missing);
+    if (st.ok()) st = ValidateSnapshot(file.data(), max_bytes, &counts);
+    if (st.ok()) {
+      st = RestoreSnapshot(file.data(), store_.get(), span_store_.get(), events_.get(), &counts);
+    }
+  }
   if (missing) {
     Log(LogLevel::kInfo, "state", "no snapshot to restore; starting empty", {{"path", path}});
     return;

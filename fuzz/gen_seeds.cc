@@ -12,6 +12,8 @@
 //   fuzz_recording    sample and span lines written by the recording writer
 //   fuzz_config       one file setting every option to its default (from
 //                     HelpText(), each line checked with ApplyConfigText)
+//   fuzz_snapshot     state snapshots written by WriteSnapshot (a small
+//                     store, spans and events; an empty one)
 // The text fixtures of tests/fixtures (counter files, ethtool -S captures) are
 // used directly by tests/fuzz/run_fuzzers.sh and are not copied here.
 #include <linux/dcbnl.h>
@@ -34,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
+#include "daemon/state/snapshot.h"
 #include "fabricscope/v1/ingest.pb.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 
@@ -346,6 +349,66 @@ void Config() {
         "span-kind-patterns = " + nested + "=request\n");
 }
 
+// --- state snapshot ---------------------------------------------------------
+
+void Snapshot() {
+  // A small store as a daemon holds it: a counter over two chunks and a
+  // head, a gauge, two spans, a closed and an active event.
+  constexpr int64_t kT = 1'700'000'000'000'000'000;
+  fabricscope::Store store;
+  const fabricscope::SeriesKey bytes{"counters", "port_xmit_data", "mlx5_0", 1, ""};
+  const fabricscope::SeriesKey gauge{"dcb_config", "pfc_enabled_prio3", "", 0, "eth0"};
+  const fabricscope::SeriesId b = store.Register(bytes, *fabricscope::MapCounter(bytes));
+  const fabricscope::SeriesId g = store.Register(gauge, *fabricscope::MapCounter(gauge));
+  for (int64_t i = 0; i < 9000; ++i) store.Append(b, kT + i * 10'000'000, i * 3 + (i % 5));
+  store.Append(g, kT, 1);
+  fabricscope::FakeClock clock(kT + 100'000'000'000);
+  fabricscope::SpanStore spans({}, &clock, nullptr);
+  fabricscope::Span s;
+  s.trace_id[0] = 1;
+  s.span_id[0] = 2;
+  s.name = "decode_step";
+  s.kind = fabricscope::SpanKind::kDecodeStep;
+  s.start_unix_nano = kT + 1'000'000'000;
+  s.end_unix_nano = kT + 1'050'000'000;
+  s.attributes = {{"service.name", "vllm"}};
+  s.netdev = "eth0";
+  s.protocol = "native";
+  spans.Add(s);
+  s.span_id[0] = 3;
+  s.stall_flag = true;
+  spans.Add(s);
+  fabricscope::EventLog events(16, nullptr);
+  fabricscope::DetectorEvent e;
+  e.detector = "pfc_storm";
+  e.kind = "storm";
+  e.netdev = "eth0";
+  e.priority = "3";
+  e.direction = "rx";
+  e.start_unix_nano = kT + 5'000'000'000;
+  events.Close(events.Open(e), kT + 6'000'000'000, 0.95, "storm");
+  e.detector = "microburst";
+  e.kind = "burst";
+  events.Open(e);
+  const std::string dir = g_out + "/fuzz_snapshot";
+  std::filesystem::create_directories(dir);
+  fabricscope::SnapshotCounts counts;
+  absl::Status st = fabricscope::WriteSnapshot(dir + "/gen_small", store, spans, events,
+                                               kT + 90'000'000'000, absl::InfiniteFuture(),
+                                               &counts);
+  if (!st.ok()) {
+    std::fprintf(stderr, "snapshot seed: %s\n", std::string(st.message()).c_str());
+    std::exit(1);
+  }
+  // And an empty one.
+  fabricscope::Store empty_store;
+  fabricscope::SpanStore empty_spans({}, &clock, nullptr);
+  fabricscope::EventLog empty_events(16, nullptr);
+  st = fabricscope::WriteSnapshot(dir + "/gen_empty", empty_store, empty_spans, empty_events, kT,
+                                  absl::InfiniteFuture(), &counts);
+  if (!st.ok()) std::exit(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -359,5 +422,6 @@ int main(int argc, char** argv) {
   Netlink();
   Recording();
   Config();
+  Snapshot();
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "daemon/state/snapshot.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -642,8 +643,11 @@ std::string ResealSnapshotForFuzzing(absl::string_view data) {
   return out;
 }
 
-SnapshotStatus ReadSnapshotFile(const std::string& path, uint64_t max_bytes, std::string* data,
-                                bool* missing) {
+MappedSnapshot::~MappedSnapshot() {
+  if (addr_ != nullptr) ::munmap(addr_, size_);
+}
+
+SnapshotStatus MappedSnapshot::Open(const std::string& path, uint64_t max_bytes, bool* missing) {
   *missing = false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -661,16 +665,20 @@ SnapshotStatus ReadSnapshotFile(const std::string& path, uint64_t max_bytes, std
                 absl::StrCat(path, ": ", st.st_size, " bytes, more than the budgets it must fit in (",
                              max_bytes, ")"));
   }
-  data->resize(static_cast<size_t>(st.st_size));
-  size_t off = 0;
-  while (off < data->size()) {
-    ssize_t n = ::read(fd, data->data() + off, data->size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
+  if (st.st_size == 0) {
+    ::close(fd);
+    return {};  // empty: ValidateSnapshot reports it
   }
+  void* addr = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
   ::close(fd);
-  data->resize(off);  // a file that shrank underneath reads as truncated
+  if (addr == MAP_FAILED) {
+    return Fail(SnapshotError::kIo, absl::StrCat("cannot map ", path, ": ", std::strerror(err)));
+  }
+  ::madvise(addr, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+  if (addr_ != nullptr) ::munmap(addr_, size_);
+  addr_ = addr;
+  size_ = static_cast<size_t>(st.st_size);
   return {};
 }
 

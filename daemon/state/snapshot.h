@@ -14,7 +14,8 @@
 // Chunks are written as the store holds them (no re-encoding): writing costs
 // a pass over memory, and reading decodes every chunk once to check it.
 //
-// Reading is all-or-nothing: ValidateSnapshot reads the whole file and checks
+// Reading is all-or-nothing: ValidateSnapshot reads the whole file (mapped,
+// see MappedSnapshot) and checks
 // every checksum, count and chunk before RestoreSnapshot changes anything; a
 // file that fails is reported with the reason and nothing is restored.
 //
@@ -91,10 +92,27 @@ SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes,
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
                                EventLog* events, SnapshotCounts* counts);
 
-// Reads the file at `path` whole, refusing one over `max_bytes` (kTooLarge)
-// or unreadable (kIo; `*missing` true when it does not exist).
-SnapshotStatus ReadSnapshotFile(const std::string& path, uint64_t max_bytes, std::string* data,
-                                bool* missing);
+// A snapshot file mapped read-only. The mapping is file-backed page cache, so
+// restoring a snapshot as large as the budgets does not need that much
+// anonymous memory on top of them (under a cgroup memory limit the kernel can
+// reclaim it). The file must not be truncated in place while mapped (the
+// daemon only ever replaces it by rename).
+class MappedSnapshot {
+ public:
+  MappedSnapshot() = default;
+  ~MappedSnapshot();
+  MappedSnapshot(const MappedSnapshot&) = delete;
+  MappedSnapshot& operator=(const MappedSnapshot&) = delete;
+  absl::string_view data() const { return {static_cast<const char*>(addr_), size_}; }
+
+  // Maps the file at `path`, refusing one over `max_bytes` (kTooLarge) or
+  // unreadable (kIo; `*missing` true when it does not exist).
+  SnapshotStatus Open(const std::string& path, uint64_t max_bytes, bool* missing);
+
+ private:
+  void* addr_ = nullptr;
+  size_t size_ = 0;
+};
 
 // For the fuzz target: recomputes every checksum of `data` whose framing
 // parses (the header's, then each record's, until the framing breaks), so

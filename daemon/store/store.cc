@@ -306,7 +306,7 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
   auto c = std::make_shared<Chunk>();
   c->h = h;
   c->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
-  std::memcpy(c->data.get(), data, used);
+  if (used > 0) std::memcpy(c->data.get(), data, used);
   c->accounted = accounted;
   bool was_empty;
   {

@@ -60,6 +60,17 @@ def size_bytes(text):
     return int(m.group(1)) * unit
 
 
+def parse_duration(text):
+    """'20s', '1m', '500ms', '2m30s' or a bare number of seconds -> seconds."""
+    text = str(text).strip()
+    if re.fullmatch(r"[0-9.]+", text):
+        return float(text)
+    total = 0.0
+    for num, unit in re.findall(r"([0-9.]+)(ms|s|m|h)", text):
+        total += float(num) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    return total
+
+
 def check_flags(where, args):
     """Every --flag in args exists in --help; returns {flag: value}."""
     values = {}
@@ -154,6 +165,22 @@ for m in sys_mounts:
         problem(f"{rel}: /sys must be mounted readOnly")
     if flags.get("sysfs-root") != m["mountPath"]:
         problem(f"{rel}: --sysfs-root={flags.get('sysfs-root')} but /sys is mounted at {m['mountPath']}")
+# --state-dir: a writable node directory mounted there, handed to the daemon's
+# user before it starts.
+if "state-dir" in flags:
+    state_mounts = [m for m in c.get("volumeMounts", []) if m["mountPath"] == flags["state-dir"]]
+    if not state_mounts or state_mounts[0].get("readOnly"):
+        problem(f"{rel}: --state-dir={flags['state-dir']} but no writable volume is mounted there")
+    elif "hostPath" not in volumes.get(state_mounts[0]["name"], {}):
+        problem(f"{rel}: the state volume must be a hostPath (it must outlive the pod)")
+    uid = pod.get("securityContext", {}).get("runAsUser")
+    inits = " ".join(" ".join(i.get("command", [])) for i in pod.get("initContainers", []))
+    if f"chown {uid}:" not in inits or flags["state-dir"] not in inits:
+        problem(f"{rel}: no init container chowns {flags['state-dir']} to the daemon's user {uid}")
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    timeout = parse_duration(flags.get("state-save-timeout", "20s"))
+    if grace <= timeout:
+        problem(f"{rel}: terminationGracePeriodSeconds {grace} must exceed --state-save-timeout {timeout}s")
 sc = c.get("securityContext", {})
 if sc.get("allowPrivilegeEscalation") is not False or sc.get("capabilities", {}).get("drop") != ["ALL"] \
         or sc.get("capabilities", {}).get("add") or sc.get("privileged") or sc.get("readOnlyRootFilesystem") is not True:
@@ -211,6 +238,13 @@ for k, v in required.items():
         problem(f"fabricscoped.service: want {k}={v}, have {settings.get(k)}")
 if "PrivateNetwork" in settings:
     problem("fabricscoped.service: PrivateNetwork hides the host's netdevs")
+if "state-dir" in uflags:
+    if settings.get("StateDirectory") != ["fabricscope"] or uflags["state-dir"] != "/var/lib/fabricscope":
+        problem("fabricscoped.service: --state-dir must be /var/lib/fabricscope with StateDirectory=fabricscope "
+                "(a DynamicUser can write nowhere else)")
+    stop = parse_duration(settings.get("TimeoutStopSec", ["90s"])[0])
+    if stop <= parse_duration(uflags.get("state-save-timeout", "20s")):
+        problem(f"fabricscoped.service: TimeoutStopSec {stop}s must exceed --state-save-timeout")
 if not settings.get("CPUQuota"):
     problem("fabricscoped.service: no CPUQuota")
 if not settings.get("MemoryMax"):

@@ -282,19 +282,30 @@ TEST_F(SnapshotTest, AMissedDeadlineLeavesThePreviousSnapshot) {
   EXPECT_NE(std::string(s.message()).find("/nonexistent-dir/snapshot.tmp"), std::string::npos);
 }
 
-TEST_F(SnapshotTest, ReadSnapshotFileReportsMissingAndTooLarge) {
-  std::string data;
+TEST_F(SnapshotTest, MappedSnapshotReportsMissingAndTooLarge) {
   bool missing = false;
-  SnapshotStatus s = ReadSnapshotFile(path(), 1ull << 30, &data, &missing);
-  EXPECT_EQ(s.error, SnapshotError::kIo);
-  EXPECT_TRUE(missing);
+  {
+    MappedSnapshot file;
+    SnapshotStatus s = file.Open(path(), 1ull << 30, &missing);
+    EXPECT_EQ(s.error, SnapshotError::kIo);
+    EXPECT_TRUE(missing);
+  }
   const std::string saved = Save();
-  s = ReadSnapshotFile(path(), 1ull << 30, &data, &missing);
+  MappedSnapshot file;
+  SnapshotStatus s = file.Open(path(), 1ull << 30, &missing);
   ASSERT_TRUE(s.ok()) << s.detail;
-  EXPECT_EQ(data, saved);
-  s = ReadSnapshotFile(path(), 1000, &data, &missing);
+  EXPECT_EQ(file.data(), saved);
+  MappedSnapshot small;
+  s = small.Open(path(), 1000, &missing);
   EXPECT_EQ(s.error, SnapshotError::kTooLarge);
   EXPECT_FALSE(missing);
+  // An empty file maps to nothing and is refused by the reader.
+  std::FILE* f = std::fopen(path().c_str(), "w");
+  std::fclose(f);
+  MappedSnapshot empty;
+  ASSERT_TRUE(empty.Open(path(), 1000, &missing).ok());
+  SnapshotCounts counts;
+  EXPECT_EQ(ValidateSnapshot(empty.data(), 1000, &counts).error, SnapshotError::kFormat);
 }
 
 }  // namespace
