@@ -101,8 +101,7 @@ void BM_Restore(benchmark::State& state) {
   Filled f = Fill(static_cast<uint64_t>(state.range(0)));
   const std::string path = TempPath();
   SnapshotCounts counts;
-  if (!WriteSnapshot(path, *f.store, *f.spans, *f.events, f.end_ns, absl::InfiniteFuture(),
-                     &counts)
+  if (!WriteSnapshot(path, *f.store, *f.spans, *f.events, f.end_ns, absl::InfiniteFuture(), &counts)
            .ok()) {
     state.SkipWithError("write failed");
     return;

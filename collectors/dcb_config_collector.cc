@@ -19,6 +19,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/netlink_util.h"
 #include "collectors/signals.h"
 #include "daemon/config.h"
 #include "daemon/store/store.h"
@@ -105,9 +106,10 @@ class KernelDcbSource final : public DcbSource {
       for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
         if (h->nlmsg_seq != seq) continue;
         if (h->nlmsg_type == NLMSG_ERROR) {
+          if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) continue;  // too short to say
           auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
           if (e->error == 0) continue;
-          result = ErrnoStatus(-e->error, absl::StrCat("dcbnl IEEE_GET ", netdev));
+          result = ErrnoStatus(NetlinkErrno(e->error), absl::StrCat("dcbnl IEEE_GET ", netdev));
           break;
         }
         if (h->nlmsg_type == RTM_GETDCB) {

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/netlink_util.h"
 
 namespace fabricscope {
 namespace {
@@ -119,6 +120,40 @@ absl::Status EthtoolNetlink::Connect() {
   return absl::OkStatus();
 }
 
+EthtoolReplyScan ScanEthtoolReplies(unsigned char* buf, int n, uint32_t seq, int family,
+                                    const std::string& what, std::vector<uint8_t>* reply) {
+  EthtoolReplyScan scan;
+  for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
+    if (h->nlmsg_seq != seq) continue;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) continue;  // too short to say
+      auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
+      if (e->error != 0) {
+        scan.kind = EthtoolReplyScan::kError;
+        scan.error = FromErrno(NetlinkErrno(e->error), what);
+        return scan;
+      }
+      continue;  // an ACK
+    }
+    if (h->nlmsg_type == family) {
+      reply->assign(reinterpret_cast<uint8_t*>(h), reinterpret_cast<uint8_t*>(h) + h->nlmsg_len);
+      scan.kind = EthtoolReplyScan::kReply;
+      return scan;
+    }
+  }
+  return scan;
+}
+
+absl::StatusOr<const nlattr*> EthtoolReplyStatsNest(std::vector<uint8_t>* reply, int max_attr,
+                                                    int stats_attr) {
+  auto* rh = reinterpret_cast<nlmsghdr*>(reply->data());
+  std::vector<nlattr*> tb(max_attr + 1, nullptr);
+  if (reply->size() < NLMSG_HDRLEN || genlmsg_parse(rh, 0, tb.data(), max_attr, nullptr) < 0) {
+    return absl::InternalError("malformed ethtool netlink reply");
+  }
+  return static_cast<const nlattr*>(tb[stats_attr]);
+}
+
 absl::StatusOr<const nlattr*> EthtoolNetlink::Request(uint8_t cmd, int header_attr, int stats_attr,
                                                       int max_attr, const std::string& netdev) {
   if (absl::Status s = Connect(); !s.ok()) return s;
@@ -150,35 +185,12 @@ absl::StatusOr<const nlattr*> EthtoolNetlink::Request(uint8_t cmd, int header_at
       return absl::InternalError(
           absl::StrCat("netlink receive: ", n == 0 ? "no data" : nl_geterror(n)));
     }
-    absl::Status result = absl::InternalError("no reply");
-    bool done = false;
-    for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
-      if (h->nlmsg_seq != seq) continue;
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
-        if (e->error != 0) {
-          result = FromErrno(-e->error, absl::StrCat("ethtool netlink cmd ", cmd, " on ", netdev));
-          done = true;
-          break;
-        }
-        continue;  // an ACK
-      }
-      if (h->nlmsg_type == family_) {
-        reply_.assign(reinterpret_cast<uint8_t*>(h), reinterpret_cast<uint8_t*>(h) + h->nlmsg_len);
-        done = true;
-        result = absl::OkStatus();
-        break;
-      }
-    }
+    EthtoolReplyScan scan = ScanEthtoolReplies(
+        buf, n, seq, family_, absl::StrCat("ethtool netlink cmd ", cmd, " on ", netdev), &reply_);
     free(buf);
-    if (!done) continue;
-    if (!result.ok()) return result;
-    auto* rh = reinterpret_cast<nlmsghdr*>(reply_.data());
-    std::vector<nlattr*> tb(max_attr + 1, nullptr);
-    if (genlmsg_parse(rh, 0, tb.data(), max_attr, nullptr) < 0) {
-      return absl::InternalError("malformed ethtool netlink reply");
-    }
-    return static_cast<const nlattr*>(tb[stats_attr]);
+    if (scan.kind == EthtoolReplyScan::kNone) continue;
+    if (scan.kind == EthtoolReplyScan::kError) return scan.error;
+    return EthtoolReplyStatsNest(&reply_, max_attr, stats_attr);
   }
   return absl::InternalError("no ethtool netlink reply");
 }

@@ -47,6 +47,26 @@ struct FecStats {
 absl::StatusOr<PauseStats> ParsePauseStatsNest(const nlattr* stats_nest);
 absl::StatusOr<FecStats> ParseFecStatsNest(const nlattr* stats_nest);
 
+// The reply side of one ethtool genl request, apart from the socket so that
+// it can be fed raw receive buffers (fuzz/fuzz_netlink.cc).
+//
+// ScanEthtoolReplies walks one receive buffer of `n` bytes (nl_recv's) for
+// the answer to the request with sequence number `seq`: a message of genl
+// family `family` is copied whole into `reply` (kReply); an NLMSG_ERROR with
+// a non-zero error becomes `error` (kError); ACKs and other sequence numbers
+// are skipped (kNone: read on).
+struct EthtoolReplyScan {
+  enum Kind { kNone, kReply, kError } kind = kNone;
+  absl::Status error;
+};
+EthtoolReplyScan ScanEthtoolReplies(unsigned char* buf, int n, uint32_t seq, int family,
+                                    const std::string& what, std::vector<uint8_t>* reply);
+// The `stats_attr` attribute among the top-level attributes (max `max_attr`)
+// of a reply message ScanEthtoolReplies copied; nullptr when absent, an error
+// when the message does not parse. Points into `reply`.
+absl::StatusOr<const nlattr*> EthtoolReplyStatsNest(std::vector<uint8_t>* reply, int max_attr,
+                                                    int stats_attr);
+
 class EthtoolNetlink {
  public:
   EthtoolNetlink();

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/netlink_util.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/store/store.h"
@@ -81,7 +82,7 @@ int OnValid(nl_msg* msg, void* arg) {
 
 int OnError(sockaddr_nl*, nlmsgerr* err, void* arg) {
   auto* ex = static_cast<Exchange*>(arg);
-  ex->kernel_errno = err->error < 0 ? -err->error : err->error;
+  ex->kernel_errno = NetlinkErrno(err->error);
   return NL_STOP;
 }
 

@@ -118,9 +118,9 @@ absl::Status Daemon::Init() {
   for (const char* kind : {"series", "samples", "spans", "events"}) {
     metrics_.Gauge(kStateRestored).Add({{"kind", kind}}).Set(0);
   }
-  for (SnapshotError e : {SnapshotError::kIo, SnapshotError::kFormat, SnapshotError::kVersion,
-                          SnapshotError::kChecksum, SnapshotError::kTruncated,
-                          SnapshotError::kTooLarge}) {
+  for (SnapshotError e :
+       {SnapshotError::kIo, SnapshotError::kFormat, SnapshotError::kVersion,
+        SnapshotError::kChecksum, SnapshotError::kTruncated, SnapshotError::kTooLarge}) {
     metrics_.Counter(kStateRejected).Add({{"reason", std::string(SnapshotErrorName(e))}});
   }
   if (!config_.state_dir.empty()) {
@@ -275,7 +275,9 @@ void Daemon::RestoreState() {
   const std::string done = path + ".restored";
   std::rename(path.c_str(), done.c_str());
   metrics_.Gauge(kStateRestored).Add({{"kind", "series"}}).Set(static_cast<double>(counts.series));
-  metrics_.Gauge(kStateRestored).Add({{"kind", "samples"}}).Set(static_cast<double>(counts.samples));
+  metrics_.Gauge(kStateRestored)
+      .Add({{"kind", "samples"}})
+      .Set(static_cast<double>(counts.samples));
   metrics_.Gauge(kStateRestored).Add({{"kind", "spans"}}).Set(static_cast<double>(counts.spans));
   metrics_.Gauge(kStateRestored).Add({{"kind", "events"}}).Set(static_cast<double>(counts.events));
   const StoreStats ss = store_->Stats();
@@ -289,8 +291,8 @@ void Daemon::RestoreState() {
        {"series_unmapped", absl::StrCat(counts.series_unmapped)},
        {"samples_over_budget", absl::StrCat(ss.evicted_samples)},
        {"bytes", absl::StrCat(counts.bytes)},
-       {"saved_ago", absl::FormatDuration(absl::Nanoseconds(clock_->RealtimeNs() -
-                                                            counts.saved_unix_nano))},
+       {"saved_ago",
+        absl::FormatDuration(absl::Nanoseconds(clock_->RealtimeNs() - counts.saved_unix_nano))},
        {"took", absl::FormatDuration(absl::Now() - started)}});
 }
 

@@ -1,15 +1,17 @@
 // Fuzz target: netlink replies as they come off the socket, for the two
 // netlink parsers of the collectors:
-//  - the ethtool genl replies (collectors/ethtool_netlink.h): the message walk
-//    and top-level genlmsg_parse done by EthtoolNetlink::Request (private, tied
-//    to the socket, so mirrored here line for line), then the public
-//    ParsePauseStatsNest / ParseFecStatsNest on the stats nest;
+//  - the ethtool genl replies (collectors/ethtool_netlink.h): the same calls
+//    EthtoolNetlink::Request makes on each receive buffer --
+//    ScanEthtoolReplies (the message walk: sequence numbers, NLMSG_ERROR,
+//    ACKs, the family's reply) and EthtoolReplyStatsNest (genlmsg_parse of
+//    the top-level attributes) -- then ParsePauseStatsNest / ParseFecStatsNest
+//    on the stats nest. The sequence number and family the scan looks for are
+//    those of the buffer's first message, so the fuzzer controls both sides;
 //  - the dcbnl DCB_CMD_IEEE_GET reply (collectors/dcb_config_collector.h,
 //    ParseDcbIeeeGetReply), fed each message that passes nlmsg_ok() like
 //    KernelDcbSource::PfcEnabled does.
-// The input is one receive buffer (one or more netlink messages). Every
-// message is given to every parser: the genl and dcbnl family headers are
-// both 4 bytes, so one corpus serves both.
+// The input is one receive buffer (one or more netlink messages). The genl
+// and dcbnl family headers are both 4 bytes, so one corpus serves both.
 #include <linux/dcbnl.h>
 #include <linux/ethtool_netlink.h>
 #include <netlink/genl/genl.h>
@@ -27,37 +29,58 @@
 
 namespace {
 
-// What EthtoolNetlink::Request does with the reply (genlmsg_parse of the
-// top-level attributes), then the public nest parser.
-const nlattr* StatsNest(nlmsghdr* h, int max_attr, int stats_attr) {
-  std::vector<nlattr*> tb(max_attr + 1, nullptr);
-  if (genlmsg_parse(h, 0, tb.data(), max_attr, nullptr) < 0) return nullptr;
-  return tb[stats_attr];
+// One receive buffer as nl_recv hands it out: malloc'ed (so aligned), n bytes.
+std::vector<uint64_t> Buffer(const uint8_t* data, size_t size) {
+  std::vector<uint64_t> storage((size + 7) / 8);
+  if (size > 0) memcpy(storage.data(), data, size);
+  return storage;
+}
+
+void Ethtool(const uint8_t* data, size_t size) {
+  if (size < sizeof(nlmsghdr)) return;
+  nlmsghdr first;
+  memcpy(&first, data, sizeof first);
+  for (int cmd : {0, 1}) {
+    std::vector<uint64_t> buf = Buffer(data, size);
+    std::vector<uint8_t> reply;
+    fabricscope::EthtoolReplyScan scan = fabricscope::ScanEthtoolReplies(
+        reinterpret_cast<unsigned char*>(buf.data()), static_cast<int>(size), first.nlmsg_seq,
+        first.nlmsg_type, "fuzz", &reply);
+    if (scan.kind == fabricscope::EthtoolReplyScan::kError) {
+      FUZZ_CHECK(!scan.error.ok());
+      return;
+    }
+    if (scan.kind != fabricscope::EthtoolReplyScan::kReply) return;
+    FUZZ_CHECK(reply.size() <= size);
+    const int max_attr = cmd == 0 ? ETHTOOL_A_PAUSE_MAX : ETHTOOL_A_FEC_MAX;
+    const int stats_attr = cmd == 0 ? ETHTOOL_A_PAUSE_STATS : ETHTOOL_A_FEC_STATS;
+    absl::StatusOr<const nlattr*> nest =
+        fabricscope::EthtoolReplyStatsNest(&reply, max_attr, stats_attr);
+    if (!nest.ok() || *nest == nullptr) continue;
+    if (cmd == 0) {
+      auto pause = fabricscope::ParsePauseStatsNest(*nest);
+      if (pause.ok()) FUZZ_CHECK(pause->tx_frames.has_value() || pause->rx_frames.has_value());
+    } else {
+      auto fec = fabricscope::ParseFecStatsNest(*nest);
+      if (fec.ok()) {
+        FUZZ_CHECK(!fec->corrected.empty() || !fec->uncorrectable.empty() ||
+                   !fec->corrected_bits.empty());
+        // Arrays come from the attribute payload: bounded by the message.
+        FUZZ_CHECK(fec->corrected.size() * 8 <= reply.size());
+      }
+    }
+  }
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1 << 16) return 0;
-  // nl_recv hands out a malloc'ed (so aligned) buffer of exactly n bytes.
-  std::vector<uint64_t> storage((size + 7) / 8);
-  if (size > 0) memcpy(storage.data(), data, size);
+  Ethtool(data, size);
+  std::vector<uint64_t> storage = Buffer(data, size);
   int n = static_cast<int>(size);
   for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(storage.data()); nlmsg_ok(h, n);
        h = nlmsg_next(h, &n)) {
-    if (const nlattr* nest = StatsNest(h, ETHTOOL_A_PAUSE_MAX, ETHTOOL_A_PAUSE_STATS)) {
-      auto pause = fabricscope::ParsePauseStatsNest(nest);
-      if (pause.ok()) FUZZ_CHECK(pause->tx_frames.has_value() || pause->rx_frames.has_value());
-    }
-    if (const nlattr* nest = StatsNest(h, ETHTOOL_A_FEC_MAX, ETHTOOL_A_FEC_STATS)) {
-      auto fec = fabricscope::ParseFecStatsNest(nest);
-      if (fec.ok()) {
-        FUZZ_CHECK(!fec->corrected.empty() || !fec->uncorrectable.empty() ||
-                   !fec->corrected_bits.empty());
-        // Arrays come from the attribute payload: bounded by the message.
-        FUZZ_CHECK(fec->corrected.size() * 8 <= h->nlmsg_len);
-      }
-    }
     (void)fabricscope::ParseDcbIeeeGetReply(h);
   }
   return 0;

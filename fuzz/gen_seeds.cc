@@ -277,6 +277,22 @@ void Netlink() {
   }
   // One receive buffer holding several messages, as nl_recv may return.
   Write("fuzz_netlink", "multi", pause + fec + dcb);
+  // Regression: an NLMSG_ERROR whose error is INT_MIN. The collectors negated
+  // it to get the errno (collectors/ethtool_netlink.cc, dcb_config_collector.cc,
+  // netdev_collector.cc): signed overflow. Now NetlinkErrno (netlink_util.h).
+  {
+    struct {
+      nlmsghdr hdr;
+      nlmsgerr err;
+    } m{};
+    m.hdr.nlmsg_len = sizeof m;
+    m.hdr.nlmsg_type = NLMSG_ERROR;
+    m.hdr.nlmsg_seq = 29;
+    m.err.error = INT32_MIN;
+    m.err.msg.nlmsg_seq = 29;
+    Write("fuzz_netlink", "regress_error_int_min",
+          std::string(reinterpret_cast<const char*>(&m), sizeof m));
+  }
 }
 
 // --- recording -----------------------------------------------------------
@@ -393,9 +409,9 @@ void Snapshot() {
   const std::string dir = g_out + "/fuzz_snapshot";
   std::filesystem::create_directories(dir);
   fabricscope::SnapshotCounts counts;
-  absl::Status st = fabricscope::WriteSnapshot(dir + "/gen_small", store, spans, events,
-                                               kT + 90'000'000'000, absl::InfiniteFuture(),
-                                               &counts);
+  absl::Status st =
+      fabricscope::WriteSnapshot(dir + "/gen_small", store, spans, events, kT + 90'000'000'000,
+                                 absl::InfiniteFuture(), &counts);
   if (!st.ok()) {
     std::fprintf(stderr, "snapshot seed: %s\n", std::string(st.message()).c_str());
     std::exit(1);

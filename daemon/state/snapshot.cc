@@ -22,7 +22,7 @@ namespace {
 
 constexpr char kMagic[8] = {'F', 'S', 'S', 'N', 'A', 'P', '\r', '\n'};
 constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 4;  // magic, version, flags, saved, crc
-constexpr size_t kRecordOverhead = 1 + 4 + 4;  // type, length, crc
+constexpr size_t kRecordOverhead = 1 + 4 + 4;       // type, length, crc
 
 enum RecordType : uint8_t {
   kSeriesRecord = 1,
@@ -228,8 +228,8 @@ bool DecodeSeries(absl::string_view payload, DecodedSeries* out, std::string* de
     decoded.clear();
     DecodeChunk(h, c.data.data(), &decoded);
     bool consistent = decoded.size() == h.count && decoded.front().ts_ns == h.first_ts &&
-                      decoded.front().value == h.first_value &&
-                      decoded.back().ts_ns == h.last_ts && decoded.back().value == h.last_value;
+                      decoded.front().value == h.first_value && decoded.back().ts_ns == h.last_ts &&
+                      decoded.back().value == h.last_value;
     int64_t lo = INT64_MAX;
     int64_t hi = INT64_MIN;
     for (const Sample& s : decoded) {
@@ -238,7 +238,8 @@ bool DecodeSeries(absl::string_view payload, DecodedSeries* out, std::string* de
     }
     consistent = consistent && lo == h.min_ts && hi == h.max_ts;
     if (!consistent) {
-      *detail = absl::StrCat("series ", out->key.name, ": chunk ", i, " does not decode to its header");
+      *detail =
+          absl::StrCat("series ", out->key.name, ": chunk ", i, " does not decode to its header");
       return false;
     }
     out->samples += h.count;
@@ -362,7 +363,8 @@ class SnapshotWriter {
     while (off < buf_.size()) {
       ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return absl::InternalError(absl::StrCat("snapshot: write: ", std::strerror(errno)));
+      if (n < 0)
+        return absl::InternalError(absl::StrCat("snapshot: write: ", std::strerror(errno)));
       off += static_cast<size_t>(n);
     }
     written_ += buf_.size();
@@ -452,8 +454,8 @@ SnapshotStatus Walk(absl::string_view data, const Applier& apply, SnapshotCounts
   counts->saved_unix_nano = hr.I64();
   const uint32_t crc = hr.U32();
   if (version != kSnapshotVersion) {
-    return Fail(SnapshotError::kVersion, absl::StrCat("format version ", version, ", this build reads ",
-                                                      kSnapshotVersion));
+    return Fail(SnapshotError::kVersion,
+                absl::StrCat("format version ", version, ", this build reads ", kSnapshotVersion));
   }
   if (crc != Crc(data.substr(0, kHeaderBytes - 4))) {
     return Fail(SnapshotError::kChecksum, "header checksum mismatch");
@@ -551,7 +553,8 @@ SnapshotStatus Walk(absl::string_view data, const Applier& apply, SnapshotCounts
   }
   if (!ended) return Fail(SnapshotError::kTruncated, "no end record (the file was cut short)");
   if (apply.spans != nullptr && !span_batch.empty()) apply.spans->Add(std::move(span_batch));
-  if (apply.events != nullptr) apply.events->Restore(std::move(event_list), counts->saved_unix_nano);
+  if (apply.events != nullptr)
+    apply.events->Restore(std::move(event_list), counts->saved_unix_nano);
   return {};
 }
 
@@ -585,7 +588,8 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return absl::InternalError(absl::StrCat("snapshot: cannot create ", tmp, ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("snapshot: cannot create ", tmp, ": ", std::strerror(errno)));
   }
   SnapshotWriter w(fd, deadline);
   absl::Status s = WriteAll(&w, store, spans, events, saved_unix_nano, counts);
@@ -602,19 +606,22 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
     return s;
   }
   // Make the rename durable.
-  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-  if (int dfd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+  const std::string dir =
+      path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (int dfd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
   return absl::OkStatus();
 }
 
-SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, SnapshotCounts* counts) {
+SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes,
+                                SnapshotCounts* counts) {
   if (data.size() > max_bytes) {
     return Fail(SnapshotError::kTooLarge,
-                absl::StrCat(data.size(), " bytes, more than the budgets it must fit in (", max_bytes,
-                             ")"));
+                absl::StrCat(data.size(), " bytes, more than the budgets it must fit in (",
+                             max_bytes, ")"));
   }
   return Walk(data, Applier{}, counts);
 }
@@ -662,8 +669,8 @@ SnapshotStatus MappedSnapshot::Open(const std::string& path, uint64_t max_bytes,
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return Fail(SnapshotError::kTooLarge,
-                absl::StrCat(path, ": ", st.st_size, " bytes, more than the budgets it must fit in (",
-                             max_bytes, ")"));
+                absl::StrCat(path, ": ", st.st_size,
+                             " bytes, more than the budgets it must fit in (", max_bytes, ")"));
   }
   if (st.st_size == 0) {
     ::close(fd);

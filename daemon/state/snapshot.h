@@ -49,7 +49,7 @@ struct SnapshotCounts {
   uint64_t samples = 0;
   uint64_t spans = 0;
   uint64_t events = 0;
-  uint64_t bytes = 0;          // file size
+  uint64_t bytes = 0;           // file size
   int64_t saved_unix_nano = 0;  // when it was written
   // Restore only: series whose key no signal rule maps any more (an upgrade
   // changed the table), and chunks the store budget could not hold.
@@ -85,8 +85,7 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
 
 // Reads and checks all of `data` (a whole snapshot file); restores nothing.
 // `max_bytes` bounds the file (the sum of the budgets it is restored into).
-SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes,
-                                SnapshotCounts* counts);
+SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, SnapshotCounts* counts);
 
 // Restores a snapshot that ValidateSnapshot accepted into empty stores.
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,

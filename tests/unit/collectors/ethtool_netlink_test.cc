@@ -6,7 +6,14 @@
 
 #include <linux/ethtool_netlink.h>
 #include <netlink/attr.h>
+#include <netlink/genl/genl.h>
 #include <netlink/msg.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -69,6 +76,63 @@ TEST(EthtoolNetlinkTest, PauseNestWithoutStatsIsUnsupported) {
   nlattr* nest = nla_nest_start(m.get(), ETHTOOL_A_PAUSE_STATS);
   nla_nest_end(m.get(), nest);
   EXPECT_TRUE(absl::IsUnimplemented(ParsePauseStatsNest(nest).status()));
+}
+
+// The reply walk on a hand-made receive buffer: an ACK and a stale message
+// are skipped, the family's reply is found, kernel errors become statuses,
+// and an error field that is not a negated errno (INT_MIN) does not overflow.
+TEST(EthtoolNetlinkTest, ReplyScan) {
+  struct ErrorMsg {
+    nlmsghdr hdr;
+    nlmsgerr err;
+  };
+  auto error_msg = [](uint32_t seq, int error) {
+    ErrorMsg m{};
+    m.hdr.nlmsg_len = sizeof m;
+    m.hdr.nlmsg_type = NLMSG_ERROR;
+    m.hdr.nlmsg_seq = seq;
+    m.err.error = error;
+    return std::string(reinterpret_cast<const char*>(&m), sizeof m);
+  };
+  constexpr int kFamily = 29;
+  Msg reply;
+  ASSERT_NE(genlmsg_put(reply.get(), 0, 7, kFamily, 0, 0, ETHTOOL_MSG_PAUSE_GET_REPLY, 1), nullptr);
+  nlattr* nest = nla_nest_start(reply.get(), ETHTOOL_A_PAUSE_STATS);
+  ASSERT_EQ(nla_put_u64(reply.get(), ETHTOOL_A_PAUSE_STAT_TX_FRAMES, 42), 0);
+  nla_nest_end(reply.get(), nest);
+  const nlmsghdr* rh = nlmsg_hdr(reply.get());
+  const std::string reply_bytes(reinterpret_cast<const char*>(rh), NLMSG_ALIGN(rh->nlmsg_len));
+
+  auto scan = [&](std::string bytes, uint32_t seq, std::vector<uint8_t>* out) {
+    std::vector<uint64_t> buf((bytes.size() + 7) / 8);
+    memcpy(buf.data(), bytes.data(), bytes.size());
+    return ScanEthtoolReplies(reinterpret_cast<unsigned char*>(buf.data()),
+                              static_cast<int>(bytes.size()), seq, kFamily, "pause on eth0", out);
+  };
+  std::vector<uint8_t> out;
+  // Stale error (another seq), an ACK for ours, then our reply.
+  EthtoolReplyScan r = scan(error_msg(6, -EINVAL) + error_msg(7, 0) + reply_bytes, 7, &out);
+  ASSERT_EQ(r.kind, EthtoolReplyScan::kReply);
+  absl::StatusOr<const nlattr*> stats =
+      EthtoolReplyStatsNest(&out, ETHTOOL_A_PAUSE_MAX, ETHTOOL_A_PAUSE_STATS);
+  ASSERT_TRUE(stats.ok() && *stats != nullptr);
+  absl::StatusOr<PauseStats> p = ParsePauseStatsNest(*stats);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->tx_frames, 42u);
+  // Nothing for us: read on.
+  EXPECT_EQ(scan(reply_bytes, 8, &out).kind, EthtoolReplyScan::kNone);
+  // Kernel errors.
+  r = scan(error_msg(7, -EOPNOTSUPP), 7, &out);
+  ASSERT_EQ(r.kind, EthtoolReplyScan::kError);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(std::string(r.error.message()).find("pause on eth0"), std::string::npos);
+  r = scan(error_msg(7, INT32_MIN), 7, &out);
+  ASSERT_EQ(r.kind, EthtoolReplyScan::kError);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInternal);
+  // An NLMSG_ERROR too short to hold its error is skipped.
+  std::string short_error = error_msg(7, -EPERM).substr(0, sizeof(nlmsghdr) + 2);
+  reinterpret_cast<nlmsghdr*>(short_error.data())->nlmsg_len = short_error.size();
+  EXPECT_EQ(scan(short_error, 7, &out).kind, EthtoolReplyScan::kNone);
 }
 
 TEST(EthtoolNetlinkTest, UnknownNetdevOnTheRealKernel) {

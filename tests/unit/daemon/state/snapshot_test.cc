@@ -62,8 +62,7 @@ Span MakeSpan(uint8_t trace, uint8_t id, int64_t t0, int64_t t1) {
 // and events, as a daemon holds them at SIGTERM.
 class SnapshotTest : public ::testing::Test {
  protected:
-  SnapshotTest()
-      : clock_(kT + 100 * kSec), spans_({}, &clock_, nullptr), events_(100, nullptr) {
+  SnapshotTest() : clock_(kT + 100 * kSec), spans_({}, &clock_, nullptr), events_(100, nullptr) {
     bytes_ = store_.Register(kBytes, *MapCounter(kBytes));
     pause_ = store_.Register(kPause, *MapCounter(kPause));
     for (int64_t i = 0; i < 20000; ++i) {  // several sealed chunks plus a head
@@ -271,7 +270,8 @@ TEST_F(SnapshotTest, ASmallerStoreKeepsTheNewestSamples) {
 TEST_F(SnapshotTest, AMissedDeadlineLeavesThePreviousSnapshot) {
   const std::string first = Save();
   SnapshotCounts counts;
-  absl::Status s = WriteSnapshot(path(), store_, spans_, events_, kT, absl::InfinitePast(), &counts);
+  absl::Status s =
+      WriteSnapshot(path(), store_, spans_, events_, kT, absl::InfinitePast(), &counts);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_EQ(Slurp(path()), first);
   EXPECT_NE(access((path() + ".tmp").c_str(), F_OK), 0) << "temporary file left behind";
