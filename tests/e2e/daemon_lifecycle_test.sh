@@ -4,8 +4,12 @@
 # rejects bad flags and config with a message that names the key.
 source "$(dirname "$0")/lib.sh"
 
-"$DAEMON" --help | grep -q -- "--sysfs-root=DIR" || fail "--help lacks --sysfs-root"
-"$DAEMON" --version | grep -q "fabricscoped " || fail "--version"
+# (Output captured first: `cmd | grep -q` fails under pipefail when grep exits
+# before cmd has written everything and cmd dies of SIGPIPE.)
+"$DAEMON" --help >"$WORK/help.txt"
+grep -q -- "--sysfs-root=DIR" "$WORK/help.txt" || fail "--help lacks --sysfs-root"
+"$DAEMON" --version >"$WORK/version.txt"
+grep -q "fabricscoped " "$WORK/version.txt" || fail "--version"
 
 expect_startup_error() {
   local want="$1"; shift

@@ -71,7 +71,10 @@ for _ in $(seq 1 60); do
 done
 jq -e '[.[] | select(.kind=="storm" and .netdev=="eth2" and .priority=="3" and .direction=="rx" and .end_unix_nano != null)] | length == 1' \
   "$WORK/events.json" >/dev/null || fail "live events lack the eth2 rx storm: $(cat "$WORK/events.json")"
-"$CLI" --server="127.0.0.1:$GRPC_PORT" events --since=1m | grep -q "pfc_storm" || fail "human events output lacks the storm"
+# (Captured first: `cli | grep -q` under pipefail fails when the CLI dies of SIGPIPE.)
+"$CLI" --server="127.0.0.1:$GRPC_PORT" events --since=1m >"$WORK/events.txt" 2>&1 ||
+  fail "fabricscope events failed: $(cat "$WORK/events.txt")"
+grep -q "pfc_storm" "$WORK/events.txt" || fail "human events output lacks the storm: $(cat "$WORK/events.txt")"
 # Two --label matchers both apply.
 "$CLI" --server="127.0.0.1:$GRPC_PORT" --output=json series --signal=pfc_pause_seconds --since=30s \
   --label=netdev=eth2 --label=direction=rx >"$WORK/series.json" || fail "series failed"

@@ -10,8 +10,9 @@ FIX="$SRC/tests/fixtures/sysfs/root"
 cp -rL "$FIX" "$WORK/root" 2>/dev/null || cp -r "$FIX" "$WORK/root"
 chmod -R a+rX "$WORK"
 
-"$DAEMON" --help | grep -q -- '--grpc-listen=HOST:PORT' || fail "--help lacks --grpc-listen"
-"$DAEMON" --help | grep -A3 -- '--grpc-listen=HOST:PORT' | grep -q '(default: 127.0.0.1:' ||
+"$DAEMON" --help >"$WORK/help.txt"  # captured: no SIGPIPE race with grep -q under pipefail
+grep -q -- '--grpc-listen=HOST:PORT' "$WORK/help.txt" || fail "--help lacks --grpc-listen"
+grep -A3 -- '--grpc-listen=HOST:PORT' "$WORK/help.txt" | grep -q '(default: 127.0.0.1:' ||
   fail "gRPC does not listen on loopback by default"
 
 if [ "$(id -u)" -ne 0 ]; then
