@@ -273,7 +273,10 @@ void Daemon::RestoreState() {
   // Restored once: a crash before the next SIGTERM must not restore it again
   // on top of newer samples.
   const std::string done = path + ".restored";
-  std::rename(path.c_str(), done.c_str());
+  if (std::rename(path.c_str(), done.c_str()) != 0) {
+    Log(LogLevel::kWarn, "state", "cannot move the restored snapshot aside",
+        {{"path", path}, {"error", std::strerror(errno)}});
+  }
   metrics_.Gauge(kStateRestored).Add({{"kind", "series"}}).Set(static_cast<double>(counts.series));
   metrics_.Gauge(kStateRestored)
       .Add({{"kind", "samples"}})
