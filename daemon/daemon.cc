@@ -151,6 +151,12 @@ absl::Status Daemon::Init() {
     scheduler_->Add(c.get());
     names.emplace_back(c->name());
   }
+  // Detector episodes whose input stopped end even when no input is appended
+  // (live only: a replay's samples carry the recording's time, not the tick's).
+  if (config_.replay_file.empty()) {
+    scheduler_->SetTickHook(Tier::kMedium,
+                            [engine = detectors_.get()](int64_t ts) { engine->Sweep(ts); });
+  }
 
   auto exporter = PrometheusExporter::Start(config_.metrics_listen, {config_.metrics_auth_file},
                                             &metrics_, store_.get(), [this]() -> HealthStatus {

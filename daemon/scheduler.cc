@@ -122,8 +122,13 @@ void Scheduler::PollTier(Tier tier, int64_t ts_ns) {
         std::chrono::duration<double>(clock_->SteadyNow() - start).count());
     if (!s.ok()) ctx.Error(CollectorErrorCode::kPoll, TierName(tier), s.ToString());
   }
+  if (tick_hooks_[static_cast<int>(tier)]) tick_hooks_[static_cast<int>(tier)](ts_ns);
   ticks_[static_cast<int>(tier)].fetch_add(1);
   tick_counters_[static_cast<int>(tier)]->Increment();
+}
+
+void Scheduler::SetTickHook(Tier tier, std::function<void(int64_t ts_ns)> fn) {
+  tick_hooks_[static_cast<int>(tier)] = std::move(fn);
 }
 
 void Scheduler::PollOnce(Tier tier) { PollTier(tier, clock_->RealtimeNs()); }

@@ -22,6 +22,7 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +47,11 @@ class Scheduler {
 
   // Collectors are not owned. Call before Start().
   void Add(Collector* collector);
+
+  // Runs `fn` with the tick's timestamp after every tick of `tier` (after its
+  // collectors polled), on the tier's thread. One per tier; call before
+  // Start(). The daemon ends detector episodes whose input stopped with it.
+  void SetTickHook(Tier tier, std::function<void(int64_t ts_ns)> fn);
 
   // Runs Discover() on every collector, then starts one thread per distinct
   // interval.
@@ -88,6 +94,7 @@ class Scheduler {
 
   std::vector<Collector*> collectors_;
   std::vector<std::unique_ptr<CollectorMetrics>> collector_metrics_;
+  std::array<std::function<void(int64_t)>, kNumTiers> tick_hooks_;
   std::array<prometheus::Counter*, kNumTiers> overrun_counters_{};
   std::array<prometheus::Counter*, kNumTiers> tick_counters_{};
   // Steady-clock time of each tier's last completed tick (ns since the

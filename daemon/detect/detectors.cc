@@ -255,6 +255,36 @@ struct Episode {
   DetectorEvent tmpl;   // detector, kind and place of the events
   const MetricSpec* gauge = nullptr;
   Labels gauge_labels;
+  std::string summary_text;         // of the open event
+  int64_t last_fed_ns = INT64_MIN;  // end of the last interval judged
+  int64_t fed_interval_ns = 0;      // how often it is judged; 0: not known yet
+
+  // Raises the judging interval to the input's poll interval where the
+  // intervals fed do not show it (a configuration state judged at instants).
+  void NoteInterval(int64_t ns) { fed_interval_ns = std::max(fed_interval_ns, ns); }
+
+  // An active episode whose input stopped: no interval judged for
+  // max(kStaleFloorNs, kStalePolls x its judging interval) before `now_ns`.
+  // Not before the judging interval is known (one instant judged so far).
+  static constexpr int64_t kStaleFloorNs = 5'000'000'000;
+  static constexpr int64_t kStalePolls = 5;
+  bool Stale(int64_t now_ns) const {
+    if (!deb.active() || last_fed_ns == INT64_MIN || fed_interval_ns <= 0) return false;
+    const int64_t after = std::max(kStaleFloorNs, kStalePolls * fed_interval_ns);
+    // Either way round: a realtime step backwards leaves last_fed_ns ahead.
+    const int64_t gap = now_ns >= last_fed_ns ? now_ns - last_fed_ns : last_fed_ns - now_ns;
+    return gap > after;
+  }
+  // Ends a stale episode at the end of the last interval it judged.
+  void Expire(Context* ctx) {
+    ctx->events()->Close(event_id, last_fed_ns, run_peak,
+                         absl::StrCat(summary_text,
+                                      "; ended when its counters stopped reporting (device "
+                                      "removed, counters unreadable or collector stopped)"));
+    if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, false);
+    deb.Reset();
+    run_peak = 0;
+  }
 
   // Feeds one judged interval; `measure` is the value whose peak is reported.
   // Returns the transition.
@@ -266,13 +296,21 @@ struct Episode {
     } else if (!deb.active()) {
       run_peak = 0;
     }
+    // Several inputs may judge one episode at one instant: only a later
+    // instant tells the interval.
+    if (last_fed_ns == INT64_MIN || end_ns > last_fed_ns) {
+      fed_interval_ns =
+          std::max<int64_t>(end_ns - start_ns, last_fed_ns == INT64_MIN ? 0 : end_ns - last_fed_ns);
+    }
+    last_fed_ns = end_ns;
     const Debouncer::Transition t = deb.Update(start_ns, end_ns, cond);
     if (t == Debouncer::Transition::kStarted) {
       DetectorEvent e = tmpl;
       e.start_unix_nano = deb.episode_start_ns();
       e.detected_unix_nano = end_ns;
       e.peak = run_peak;
-      e.summary = summary(*this);
+      summary_text = summary(*this);
+      e.summary = summary_text;
       event_id = ctx->OpenEvent(std::move(e));
       if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, true);
     } else if (t == Debouncer::Transition::kEnded) {
@@ -281,7 +319,8 @@ struct Episode {
       run_peak = 0;
     } else if (deb.active() && cond) {
       // Cheap: only the peak and summary of an open event change.
-      ctx->events()->Update(event_id, run_peak, summary(*this));
+      summary_text = summary(*this);
+      ctx->events()->Update(event_id, run_peak, summary_text);
     }
     return t;
   }
@@ -296,6 +335,8 @@ class Detector {
   // Called with the engine's lock held.
   virtual void Observe(const AppendEvent& ev) = 0;
   virtual size_t Active() const = 0;
+  // Calls `fn` for every episode this detector holds.
+  virtual void ForEachEpisode(const std::function<void(Episode&)>& fn) = 0;
 
  protected:
   template <typename Map>
@@ -319,6 +360,9 @@ class PfcStormDetector final : public Detector {
     return {&families::kPfcPauseSeconds, &families::kPauseStormEvents};
   }
   size_t Active() const override { return CountActive(states_); }
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
+    for (auto& [k, ep] : states_) fn(ep);
+  }
 
   void Observe(const AppendEvent& ev) override {
     const DetectorOptions& o = ctx_->options();
@@ -376,6 +420,9 @@ class MicroburstDetector final : public Detector {
   absl::string_view name() const override { return "microburst"; }
   std::vector<const MetricSpec*> Families() const override { return families_; }
   size_t Active() const override { return CountActive(states_); }
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
+    for (auto& [k, ep] : states_) fn(ep);
+  }
 
   void Observe(const AppendEvent& ev) override {
     if (!ev.rate_valid) return;
@@ -460,6 +507,9 @@ class RetransmitDetector final : public Detector {
     for (const auto& [k, s] : states_) n += s.ep.deb.active() ? 1 : 0;
     return n;
   }
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
+    for (auto& [k, s] : states_) fn(s.ep);
+  }
 
   void Observe(const AppendEvent& ev) override {
     const absl::string_view counter = ev.signal->Label("counter");
@@ -517,6 +567,9 @@ class LinkDetector final : public Detector {
     size_t n = 0;
     for (const auto& [k, s] : states_) n += s.ep.deb.active() ? 1 : 0;
     return n;
+  }
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
+    for (auto& [k, s] : states_) fn(s.ep);
   }
 
   void Observe(const AppendEvent& ev) override {
@@ -629,6 +682,14 @@ class EcnDetector final : public Detector {
     }
     for (const auto& [k, ep] : config_) n += ep.deb.active() ? 1 : 0;
     return n;
+  }
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
+    for (auto& [k, p] : ports_) {
+      fn(p.too_late);
+      fn(p.aggressive);
+      fn(p.cnp_ignored);
+    }
+    for (auto& [k, ep] : config_) fn(ep);
   }
 
   void Observe(const AppendEvent& ev) override {
@@ -769,6 +830,7 @@ class EcnDetector final : public Detector {
       it->second.tmpl.netdev = ev.key->netdev;
       it->second.tmpl.priority = priority;
     }
+    it->second.NoteInterval(ev.end_ns - ev.start_ns);
     it->second.Feed(ctx_, ev.end_ns, ev.end_ns, cond, 1, [&c](const Episode& e) {
       return absl::StrFormat("%s priority %s: PFC is enabled but ECN is disabled (np %s, rp %s)",
                              e.tmpl.netdev, e.tmpl.priority,
@@ -854,6 +916,24 @@ void DetectorEngine::OnAppend(const AppendEvent& ev) {
   std::lock_guard lock(mu_);
   context_->Learn(*ev.key);
   for (Detector* d : it->second) d->Observe(ev);
+  SweepLocked(ev.end_ns);
+}
+
+void DetectorEngine::Sweep(int64_t now_ns) {
+  std::lock_guard lock(mu_);
+  SweepLocked(now_ns);
+}
+
+void DetectorEngine::SweepLocked(int64_t now_ns) {
+  // At most once a second of sample time (or at once after a step backwards).
+  if (now_ns < next_sweep_ns_ && now_ns >= last_sweep_ns_) return;
+  last_sweep_ns_ = now_ns;
+  next_sweep_ns_ = now_ns + kSweepIntervalNs;
+  for (auto& d : detectors_) {
+    d->ForEachEpisode([&](Episode& ep) {
+      if (ep.Stale(now_ns)) ep.Expire(context_.get());
+    });
+  }
 }
 
 size_t DetectorEngine::ActiveCount(absl::string_view detector) const {

@@ -35,6 +35,14 @@
 // Each detector reports episodes as events (EventLog), a state gauge (1 while
 // active) and fabricscope_detector_events_total{detector,kind}.
 //
+// An active episode whose input stops (its device vanished, its counter files
+// became unreadable, its collector stopped) would otherwise stay active, and
+// its gauge at 1, forever: no interval would ever judge it over. So once a
+// second (of sample time, and on every Sweep) episodes not judged for
+// max(5 s, 5 x the interval they were judged at) are ended at the end of the
+// last interval they saw, their summary saying why, and their gauge drops to
+// 0; when the input comes back a new episode needs the detection time again.
+//
 // Thread-safety: OnAppend may be called concurrently from tier threads; one
 // mutex guards all detector state (O(1) work per relevant sample; samples of
 // families no detector reads return before taking it).
@@ -113,6 +121,13 @@ class DetectorEngine final : public AppendObserver {
 
   void OnAppend(const AppendEvent& event) override;
 
+  // Ends active episodes whose input stopped (see above) as of `now_ns`
+  // (unix ns). The daemon calls it on every medium-tier tick, so that this
+  // happens also when no detector input is appended any more; OnAppend calls
+  // it too (replay and offline analysis have no ticks). Rate-limited to once
+  // a second of `now_ns`; cheap when nothing is active.
+  void Sweep(int64_t now_ns);
+
   // Active episodes, for tests and `top`: "detector/kind" -> count.
   size_t ActiveCount(absl::string_view detector) const;
 
@@ -126,6 +141,11 @@ class DetectorEngine final : public AppendObserver {
   // Family -> detectors that read it; immutable after construction.
   absl::flat_hash_map<const MetricSpec*, std::vector<Detector*>> by_family_;
   mutable std::mutex mu_;
+  static constexpr int64_t kSweepIntervalNs = 1'000'000'000;
+  int64_t next_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
+  int64_t last_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
+
+  void SweepLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace fabricscope

@@ -59,6 +59,13 @@ class Debouncer {
     return Transition::kNone;
   }
 
+  // Ends an active episode without a judged interval (its input stopped): the
+  // next interval that holds starts a new one.
+  void Reset() {
+    active_ = false;
+    pending_ = false;
+  }
+
   bool active() const { return active_; }
   int64_t episode_start_ns() const { return episode_start_ns_; }
   int64_t episode_end_ns() const { return episode_end_ns_; }

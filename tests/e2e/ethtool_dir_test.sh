@@ -5,7 +5,9 @@
 # the file and checks the exported values: counters moving, PFC enabled on
 # priority 3 (rx_prio3_pause* names appear mid-run), a truncated write (parse
 # error, last good value kept), the file vanishing (series gone, not_found
-# counted) and coming back.
+# counted) and coming back; and a netdev whose file vanishes in the middle of
+# a PFC storm: the storm must end (gauge back to 0, event closed at its last
+# sample, saying why) instead of staying active forever.
 source "$(dirname "$0")/lib.sh"
 
 FX="$SRC/tests/fixtures/ethtool/mlx5/lkml_bpf_20240619_mlx5_k5.15_nonzero.txt"
@@ -125,6 +127,32 @@ rm -f "$DIR/fsroce0"
 wait_absent "$DISC"
 wait_absent "$P3"
 [ "$(value "$NOTFOUND" "$WORK/m")" = "1" ] || fail "vanished file: not_found $(value "$NOTFOUND" "$WORK/m")"
+
+# A storm on a netdev that then vanishes mid-storm (pause time growing at
+# wall-clock speed on priority 3 of fsstorm0, then its file is removed).
+STORM='fabricscope_pfc_storm_active{direction="rx",netdev="fsstorm0",priority="3"}'
+python3 "$SRC/tests/tools/pause_storm.py" "$DIR/fsstorm0" 0 60 >/dev/null &
+STORM_PID=$!
+PIDS+=("$STORM_PID")
+wait_value "$STORM" 1
+kill "$STORM_PID"
+wait "$STORM_PID" 2>/dev/null || true
+rm -f "$DIR/fsstorm0" "$DIR/.fsstorm0.tmp"
+gone_ns=$(date +%s%N)
+# Ended once not judged for 5 s (plus up to 1 s until the next sweep); 30 s bound.
+ended=0
+for _ in $(seq 1 300); do
+  scrape >"$WORK/m" 2>/dev/null || true
+  if [ "$(value "$STORM" "$WORK/m")" = 0 ]; then ended=1; break; fi
+  sleep 0.1
+done
+[ "$ended" = 1 ] || fail "storm of a vanished netdev still active: $(grep -F "$STORM" "$WORK/m")"
+echo "figure: storm of a vanished netdev ended after $((($(date +%s%N) - gone_ns) / 1000000)) ms"
+GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+"$BIN/fabricscope" --server="$GRPC_ADDR" --output=json events --since=5m --detector=pfc_storm \
+  >"$WORK/storm.json" 2>&1 || fail "events: $(cat "$WORK/storm.json")"
+jq -e '[.[] | select(.netdev=="fsstorm0" and .end_unix_nano != null and (.summary | contains("stopped reporting")))] | length == 1' \
+  "$WORK/storm.json" >/dev/null || fail "the vanished netdev's storm event: $(cat "$WORK/storm.json")"
 same_number "$(value "$I40E" "$WORK/m")" 11 || fail "the other netdev stopped being exported"
 
 # ... and comes back (PFC off again: priority 3 stays absent).

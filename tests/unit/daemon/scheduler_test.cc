@@ -126,6 +126,28 @@ TEST(SchedulerTest, OverrunSkipsMissedTicksInsteadOfBunching) {
   EXPECT_EQ(overruns, 3);
 }
 
+TEST(SchedulerTest, TickHookRunsAfterItsTiersCollectorsWithTheTickTimestamp) {
+  FakeClock clock;
+  Store store;
+  MetricsRegistry metrics;
+  RecordingCollector c({Tier::kHot, Tier::kMedium}, &clock);
+  Scheduler s(&clock, &store, &metrics, Intervals(10, 100, 1000, 10000));
+  s.Add(&c);
+  std::vector<std::pair<size_t, int64_t>> hooks;  // polls done when it ran, its ts
+  s.SetTickHook(Tier::kMedium, [&](int64_t ts) { hooks.push_back({c.Polls().size(), ts}); });
+  s.PollOnce(Tier::kHot);
+  s.PollOnce(Tier::kMedium);
+  clock.Advance(std::chrono::milliseconds(100));
+  s.PollOnce(Tier::kHot);
+  s.PollOnce(Tier::kMedium);
+  ASSERT_EQ(hooks.size(), 2u);
+  const auto polls = c.Polls();
+  EXPECT_EQ(hooks[0].first, 2u);
+  EXPECT_EQ(hooks[0].second, polls[1].second);
+  EXPECT_EQ(hooks[1].first, 4u);
+  EXPECT_EQ(hooks[1].second, polls[3].second);
+}
+
 TEST(SchedulerTest, EqualIntervalsMergeIntoOneTickWithOneTimestamp) {
   FakeClock clock;
   Store store;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -341,6 +342,90 @@ TEST_F(DetectorsTest, DisabledDetectorsSeeNothingAndBadOptionsAreNamed) {
   bad.pfc_storm_fraction = 0;
   EXPECT_NE(bad.Validate().message().find("pfc-storm-fraction"), std::string::npos);
   EXPECT_TRUE(DetectorOptions{}.Validate().ok());
+}
+
+// A storm whose counters stop (the device vanished mid-storm) must not stay
+// active, its gauge at 1, forever: it ends at its last sample once it has
+// not been judged for 5 s, and a storm after the device returns is a new one.
+TEST_F(DetectorsTest, AnEpisodeWhoseCountersStopEndsAtItsLastSample) {
+  Start();
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  const SeriesId rx4 = Series("ethtool", "rx_prio4_pause_duration", "", 0, "eth3");
+  auto storm = [](int64_t t) { return PausedUs(t, 1 * kSec, INT64_MAX, 1.0); };
+  auto quiet = [](int64_t) { return uint64_t{0}; };
+  const std::map<std::string, std::string> labels = {
+      {"netdev", "eth2"}, {"priority", "3"}, {"direction", "rx"}};
+  Drive({{rx3, storm}, {rx4, quiet}}, kT0, 2 * kSec, 10 * kMs);
+  ASSERT_EQ(engine_->ActiveCount("pfc_storm"), 1u);
+  ASSERT_EQ(Gauge("fabricscope_pfc_storm_active", labels), 1);
+
+  // eth2's counters stop; eth3's go on (and drive the detectors' clock).
+  Drive({{rx4, quiet}}, kT0 + 2010 * kMs, 3900 * kMs, 10 * kMs);  // to 5.91 s
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 1u) << "ended before 5 s without input";
+  Drive({{rx4, quiet}}, kT0 + 5920 * kMs, 2500 * kMs, 10 * kMs);  // to 8.42 s
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 0u);
+  EXPECT_EQ(Gauge("fabricscope_pfc_storm_active", labels), 0);
+  auto ev = Events("pfc_storm");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_FALSE(ev[0].active());
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 1 * kSec);
+  EXPECT_EQ(ev[0].end_unix_nano, kT0 + 2 * kSec) << "ends at the last sample it saw";
+  EXPECT_NE(ev[0].summary.find("stopped reporting"), std::string::npos) << ev[0].summary;
+
+  // eth2 comes back (its counters restarted from 0) still storming: a new
+  // episode, after the detection time again.
+  Drive({{rx3, [](int64_t t) { return PausedUs(t, 9 * kSec, INT64_MAX, 1.0); }}, {rx4, quiet}},
+        kT0 + 9 * kSec, 1 * kSec, 10 * kMs);
+  ev = Events("pfc_storm");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_TRUE(ev[1].active());
+  EXPECT_GE(ev[1].start_unix_nano, kT0 + 9 * kSec);
+  EXPECT_EQ(Gauge("fabricscope_pfc_storm_active", labels), 1);
+}
+
+// With no input appended at all (the host's only device vanished), the
+// daemon's tick calls Sweep.
+TEST_F(DetectorsTest, SweepEndsStaleEpisodesWithoutAnyAppend) {
+  Start();
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  Drive({{rx3, [](int64_t t) { return PausedUs(t, 1 * kSec, INT64_MAX, 1.0); }}}, kT0, 2 * kSec,
+        10 * kMs);
+  ASSERT_EQ(engine_->ActiveCount("pfc_storm"), 1u);
+  engine_->Sweep(kT0 + 6 * kSec);
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 1u);
+  engine_->Sweep(kT0 + 7500 * kMs);
+  EXPECT_EQ(engine_->ActiveCount("pfc_storm"), 0u);
+  EXPECT_EQ(Events("pfc_storm")[0].end_unix_nano, kT0 + 2 * kSec);
+}
+
+// Inputs polled slowly (the configuration tier, every 10 s) are stale only
+// after 5 of their own intervals, not after 5 s.
+TEST_F(DetectorsTest, SlowInputsAreJudgedStaleByTheirOwnInterval) {
+  Start();
+  const SeriesId pfc3 = Series("dcb_config", "pfc_enabled_prio3", "", 0, "eth2");
+  const SeriesId np3 = Series("dcb_config", "ecn_roce_np_enable_3", "", 0, "eth2");
+  const SeriesId rp3 = Series("dcb_config", "ecn_roce_rp_enable_3", "", 0, "eth2");
+  const SeriesId hot = Series("ethtool", "rx_prio4_pause_duration", "", 0, "eth3");
+  auto run = [&](int64_t from, int64_t to, bool config) {
+    for (int64_t t = from; t < to; t += 100 * kMs) {
+      if (config && (t - kT0) % (10 * kSec) == 0) {
+        store_.Append(pfc3, t, 1);
+        store_.Append(np3, t, 0);  // PFC on, ECN off: misconfigured from the start
+        store_.Append(rp3, t, 1);
+      }
+      store_.Append(hot, t, 0);
+    }
+  };
+  run(kT0, kT0 + 61 * kSec, true);
+  ASSERT_EQ(Events("ecn_mistuning").size(), 1u);
+  EXPECT_EQ(engine_->ActiveCount("ecn_mistuning"), 1u) << "ended while still polled";
+  run(kT0 + 61 * kSec, kT0 + 100 * kSec, false);  // the config reads stop after 60 s
+  EXPECT_EQ(engine_->ActiveCount("ecn_mistuning"), 1u) << "ended before 5 x 10 s";
+  run(kT0 + 100 * kSec, kT0 + 115 * kSec, false);
+  EXPECT_EQ(engine_->ActiveCount("ecn_mistuning"), 0u);
+  auto ev = Events("ecn_mistuning");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].end_unix_nano, kT0 + 60 * kSec);
 }
 
 // Tier threads append different series concurrently while readers list
