@@ -125,7 +125,7 @@ class DetectorEngine final : public AppendObserver {
   // (unix ns). The daemon calls it on every medium-tier tick, so that this
   // happens also when no detector input is appended any more; OnAppend calls
   // it too (replay and offline analysis have no ticks). Rate-limited to once
-  // a second of `now_ns`; cheap when nothing is active.
+  // a second of `now_ns`; each sweep looks at every episode once.
   void Sweep(int64_t now_ns);
 
   // Active episodes, for tests and `top`: "detector/kind" -> count.
