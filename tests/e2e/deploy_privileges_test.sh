@@ -29,8 +29,13 @@ ip -n "$NS" link set fsvb up
 mkdir -p "$WORK/sys/class/infiniband"
 chmod 0755 "$WORK" "$WORK/sys" "$WORK/sys/class" "$WORK/sys/class/infiniband"
 
+# ticked FILE TIER: the exposition FILE shows TIER ticked at least twice (every
+# collector of the tier polled and counted its errors at least once).
+ticked() { awk -v t="fabricscope_scheduler_ticks_total{tier=\"$2\"}" '$1 == t && $2 >= 2 {f = 1} END {exit !f}' "$1"; }
 # run_as NAME [WRAPPER...]: runs the daemon in the namespace, scrapes it after
-# the config tier has ticked twice, writes $WORK/NAME.metrics and NAME.status.
+# the medium (ethtool) and config (dcb_config) tiers have ticked twice, writes
+# $WORK/NAME.metrics and NAME.status. (Only the config tier was awaited once:
+# under ASan a scrape then could precede ethtool's first poll and its error.)
 run_as() {
   local name=$1
   shift
@@ -45,7 +50,8 @@ run_as() {
     kill -0 "$pid" 2>/dev/null || { cat "$WORK/$name.log" >&2; fail "$name: daemon exited"; }
     if ip netns exec "$NS" curl -sf --max-time 2 http://127.0.0.1:19478/metrics >"$WORK/$name.metrics" 2>/dev/null &&
       grep -q '^fabricscope_netdev_packets_total{netdev="fsva"' "$WORK/$name.metrics" &&
-      grep -q '^fabricscope_collector_errors_total{code="unsupported",collector="dcb_config"} [1-9]' "$WORK/$name.metrics"; then
+      grep -q '^fabricscope_collector_errors_total{code="unsupported",collector="dcb_config"} [1-9]' "$WORK/$name.metrics" &&
+      ticked "$WORK/$name.metrics" medium && ticked "$WORK/$name.metrics" config; then
       ok=1
       break
     fi
