@@ -269,7 +269,7 @@ struct Episode {
   static constexpr int64_t kStaleFloorNs = 5'000'000'000;
   static constexpr int64_t kStalePolls = 5;
   bool Stale(int64_t now_ns) const {
-    if (!deb.active() || last_fed_ns == INT64_MIN || fed_interval_ns <= 0) return false;
+    if (!deb.active() || fed_interval_ns <= 0) return false;
     const int64_t after = std::max(kStaleFloorNs, kStalePolls * fed_interval_ns);
     // Either way round: a realtime step backwards leaves last_fed_ns ahead.
     const int64_t gap = now_ns >= last_fed_ns ? now_ns - last_fed_ns : last_fed_ns - now_ns;
@@ -334,17 +334,16 @@ class Detector {
   virtual std::vector<const MetricSpec*> Families() const = 0;
   // Called with the engine's lock held.
   virtual void Observe(const AppendEvent& ev) = 0;
-  virtual size_t Active() const = 0;
   // Calls `fn` for every episode this detector holds.
   virtual void ForEachEpisode(const std::function<void(Episode&)>& fn) = 0;
-
- protected:
-  template <typename Map>
-  static size_t CountActive(const Map& m) {
+  // Active episodes.
+  size_t Active() {
     size_t n = 0;
-    for (const auto& [k, ep] : m) n += ep.deb.active() ? 1 : 0;
+    ForEachEpisode([&n](Episode& ep) { n += ep.deb.active() ? 1 : 0; });
     return n;
   }
+
+ protected:
   Context* ctx_;
 };
 
@@ -359,7 +358,6 @@ class PfcStormDetector final : public Detector {
   std::vector<const MetricSpec*> Families() const override {
     return {&families::kPfcPauseSeconds, &families::kPauseStormEvents};
   }
-  size_t Active() const override { return CountActive(states_); }
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
     for (auto& [k, ep] : states_) fn(ep);
   }
@@ -419,7 +417,6 @@ class MicroburstDetector final : public Detector {
   }
   absl::string_view name() const override { return "microburst"; }
   std::vector<const MetricSpec*> Families() const override { return families_; }
-  size_t Active() const override { return CountActive(states_); }
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
     for (auto& [k, ep] : states_) fn(ep);
   }
@@ -502,11 +499,6 @@ class RetransmitDetector final : public Detector {
   using Detector::Detector;
   absl::string_view name() const override { return "retransmit_spike"; }
   std::vector<const MetricSpec*> Families() const override { return {&families::kRdmaErrors}; }
-  size_t Active() const override {
-    size_t n = 0;
-    for (const auto& [k, s] : states_) n += s.ep.deb.active() ? 1 : 0;
-    return n;
-  }
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
     for (auto& [k, s] : states_) fn(s.ep);
   }
@@ -562,11 +554,6 @@ class LinkDetector final : public Detector {
     return {&families::kFecCorrectedBlocks,     &families::kPhyCorrectedBits,
             &families::kFecUncorrectableBlocks, &families::kPhySymbolErrors,
             &families::kLinkDownEvents,         &families::kIbPortErrors};
-  }
-  size_t Active() const override {
-    size_t n = 0;
-    for (const auto& [k, s] : states_) n += s.ep.deb.active() ? 1 : 0;
-    return n;
   }
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
     for (auto& [k, s] : states_) fn(s.ep);
@@ -673,15 +660,6 @@ class EcnDetector final : public Detector {
     return {&families::kDiscards,    &families::kEcnMarked,  &families::kCnpSent,
             &families::kCnpHandled,  &families::kCnpIgnored, &families::kPortBytes,
             &families::kNetdevBytes, &families::kPfcEnabled, &families::kEcnEnabled};
-  }
-  size_t Active() const override {
-    size_t n = 0;
-    for (const auto& [k, p] : ports_) {
-      n += (p.too_late.deb.active() ? 1 : 0) + (p.aggressive.deb.active() ? 1 : 0) +
-           (p.cnp_ignored.deb.active() ? 1 : 0);
-    }
-    for (const auto& [k, ep] : config_) n += ep.deb.active() ? 1 : 0;
-    return n;
   }
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override {
     for (auto& [k, p] : ports_) {
