@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "daemon/correlate/correlator.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {

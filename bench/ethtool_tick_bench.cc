@@ -19,9 +19,9 @@
 #include "collectors/ethtool_collector.h"
 #include "collectors/ethtool_stats_source.h"
 #include "collectors/ethtool_text.h"
-#include "daemon/clock.h"
-#include "daemon/log.h"
-#include "daemon/store/store.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "exporters/prometheus_exporter.h"
 #include "prometheus/text_serializer.h"
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/store/chunk.h"
-#include "daemon/store/store.h"
+#include "store/chunk.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {

@@ -19,10 +19,10 @@
 
 #include "collectors/rdma_sysfs_collector.h"
 #include "collectors/sysfs_reader.h"
-#include "daemon/clock.h"
-#include "daemon/config.h"
-#include "daemon/metrics.h"
-#include "daemon/store/store.h"
+#include "core/clock.h"
+#include "collectors/collector.h"
+#include "core/metrics.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -151,7 +151,7 @@ class BenchPollContext final : public PollContext {
 // range(0): 1 = append into the store (the real path), 0 = discard samples.
 void BM_FullSweep(benchmark::State& state) {
   const GeneratedTree& tree = GeneratedTree::Get();
-  Config config;
+  CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
   FakeClock clock;
@@ -184,7 +184,7 @@ BENCHMARK(BM_FullSweep)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 // The hot tier alone (12 congestion counters x 16 ports), what runs every 10 ms.
 void BM_HotTier(benchmark::State& state) {
   const GeneratedTree& tree = GeneratedTree::Get();
-  Config config;
+  CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
   FakeClock clock;

@@ -5,8 +5,8 @@
 // daemon's main never changes when a collector is added.
 //
 // Life cycle:
-//  1. The registry creates it from a CollectorContext (config, store, clock,
-//     metrics). Construction does no I/O.
+//  1. The registry creates it from a CollectorContext (the few options
+//     collectors take, store, clock, metrics). Construction does no I/O.
 //  2. Discover() runs once before the first poll: find the devices, open the
 //     hot files, Register() series in the store, UpsertPort() inventory.
 //     Finding nothing is not an error (a host without RDMA devices).
@@ -37,14 +37,14 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
-#include "daemon/store/series.h"
+#include "core/hot_counters.h"
+#include "core/series.h"
 
 namespace fabricscope {
 
 class Clock;
 class MetricsRegistry;
 class Store;
-struct Config;
 
 enum class Tier : uint8_t { kHot = 0, kMedium = 1, kSlow = 2, kConfig = 3 };
 inline constexpr int kNumTiers = 4;
@@ -62,9 +62,25 @@ enum class CollectorErrorCode : uint8_t {
 absl::string_view CollectorErrorCodeName(CollectorErrorCode code);
 inline constexpr int kNumCollectorErrorCodes = 6;
 
+// The options collectors take: the composition root (daemon/config.cc,
+// CollectorOptionsFromConfig) fills it from the daemon's config; tests and
+// benchmarks fill it by hand. Collectors never see the daemon's Config.
+struct CollectorOptions {
+  // Root of the sysfs tree (--sysfs-root): "/sys" on a real host.
+  std::string sysfs_root = "/sys";
+  // Read `ethtool -S` text files from this directory instead of the ioctl
+  // (--ethtool-dir; empty: the kernel).
+  std::string ethtool_dir;
+  // Extra interfaces besides the RDMA netdevs: a regex that must match the
+  // whole name (--netdev-include; empty: none).
+  std::string netdev_include;
+  // hw_counters names the rdma_sysfs collector reads every hot tick.
+  std::vector<std::string> hot_counters = DefaultHotCounters();
+};
+
 // What a collector gets at creation. Pointers outlive the collector.
 struct CollectorContext {
-  const Config* config = nullptr;
+  const CollectorOptions* options = nullptr;
   Store* store = nullptr;
   Clock* clock = nullptr;
   MetricsRegistry* metrics = nullptr;

@@ -20,9 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/netlink_util.h"
-#include "collectors/signals.h"
-#include "daemon/config.h"
-#include "daemon/store/store.h"
+#include "core/signals.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -176,11 +175,11 @@ absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply) {
 std::unique_ptr<DcbSource> MakeKernelDcbSource() { return std::make_unique<KernelDcbSource>(); }
 
 absl::StatusOr<std::unique_ptr<Collector>> DcbConfigCollector::Create(const CollectorContext& ctx) {
-  if (ctx.config == nullptr || ctx.store == nullptr) {
+  if (ctx.options == nullptr || ctx.store == nullptr) {
     return absl::InvalidArgumentError("dcb_config needs a config and a store");
   }
-  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.config->sysfs_root,
-                                              ctx.config->netdev_include, MakeKernelDcbSource());
+  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.options->sysfs_root,
+                                              ctx.options->netdev_include, MakeKernelDcbSource());
 }
 
 DcbConfigCollector::DcbConfigCollector(Store* store, std::string sysfs_root,

@@ -4,9 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/store/store.h"
+#include "core/log.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -52,14 +51,14 @@ size_t RuleRank(const SeriesKey& key) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> EthtoolCollector::Create(const CollectorContext& ctx) {
-  if (ctx.config == nullptr || ctx.store == nullptr || ctx.clock == nullptr) {
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.clock == nullptr) {
     return absl::InvalidArgumentError("ethtool needs a config, a store and a clock");
   }
-  std::unique_ptr<EthtoolStatsSource> source = ctx.config->ethtool_dir.empty()
+  std::unique_ptr<EthtoolStatsSource> source = ctx.options->ethtool_dir.empty()
                                                    ? MakeKernelEthtoolSource()
-                                                   : MakeDirEthtoolSource(ctx.config->ethtool_dir);
+                                                   : MakeDirEthtoolSource(ctx.options->ethtool_dir);
   Options options;
-  options.netdev_include = ctx.config->netdev_include;
+  options.netdev_include = ctx.options->netdev_include;
   return std::make_unique<EthtoolCollector>(ctx.store, ctx.clock, std::move(source), options);
 }
 

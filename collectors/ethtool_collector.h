@@ -44,8 +44,8 @@
 #include "absl/time/time.h"
 #include "collectors/collector.h"
 #include "collectors/ethtool_stats_source.h"
-#include "collectors/signals.h"
-#include "daemon/clock.h"
+#include "core/signals.h"
+#include "core/clock.h"
 
 namespace fabricscope {
 

@@ -22,9 +22,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/netlink_util.h"
-#include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/store/store.h"
+#include "core/log.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -124,13 +123,13 @@ absl::StatusOr<std::unique_ptr<Collector>> NetdevCollector::Create(const Collect
 
 absl::StatusOr<std::unique_ptr<NetdevCollector>> NetdevCollector::CreateWithOptions(
     const CollectorContext& ctx, Options options) {
-  if (ctx.config == nullptr || ctx.store == nullptr) {
+  if (ctx.options == nullptr || ctx.store == nullptr) {
     return absl::InvalidArgumentError("netdev collector needs a config and a store");
   }
   std::optional<std::regex> include;
-  if (!ctx.config->netdev_include.empty()) {
+  if (!ctx.options->netdev_include.empty()) {
     try {
-      include.emplace(ctx.config->netdev_include, std::regex::ECMAScript);
+      include.emplace(ctx.options->netdev_include, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
       return absl::InvalidArgumentError(
           absl::StrCat("netdev-include: not a valid regex: ", e.what()));

@@ -79,7 +79,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "collectors/collector.h"
-#include "daemon/clock.h"
+#include "core/clock.h"
 
 struct nl_sock;
 

@@ -7,9 +7,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "collectors/signals.h"
-#include "daemon/config.h"
-#include "daemon/log.h"
+#include "core/signals.h"
+#include "core/log.h"
 
 namespace fabricscope {
 namespace {
@@ -70,15 +69,15 @@ std::string FindNetdev(const std::string& dev_dir, const std::string& port_dir, 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const CollectorContext& ctx) {
-  if (ctx.config == nullptr || ctx.store == nullptr) {
+  if (ctx.options == nullptr || ctx.store == nullptr) {
     return absl::InvalidArgumentError("rdma_sysfs needs a config and a store");
   }
   return std::make_unique<RdmaSysfsCollector>(ctx);
 }
 
 RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
-    : root_(ctx.config->sysfs_root + "/class/infiniband"),
-      hot_counters_(ctx.config->hot_counters.begin(), ctx.config->hot_counters.end()),
+    : root_(ctx.options->sysfs_root + "/class/infiniband"),
+      hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
       store_(ctx.store) {}
 
 RdmaSysfsCollector::~RdmaSysfsCollector() = default;

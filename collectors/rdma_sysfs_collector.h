@@ -17,7 +17,7 @@
 // log). The netdev of a port is the first non-empty ports/<p>/gid_attrs/ndevs/*
 // entry, else device/net/* (the one whose dev_port matches, else the first).
 //
-// Counter semantics fed to the store (daemon/store/counter_semantics.h):
+// Counter semantics fed to the store (store/counter_semantics.h):
 // from the signal table, except counters/port_{xmit,rcv}_{data,packets} on a
 // port without the IB PMA extended-width group (no unicast_*/multicast_*
 // files): those are 32-bit saturating, unless one of them reads above 2^32-1
@@ -73,7 +73,7 @@
 #include "absl/status/statusor.h"
 #include "collectors/collector.h"
 #include "collectors/sysfs_reader.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope {
 

@@ -6,38 +6,6 @@
 
 namespace fabricscope {
 
-absl::string_view TierName(Tier tier) {
-  switch (tier) {
-    case Tier::kHot:
-      return "hot";
-    case Tier::kMedium:
-      return "medium";
-    case Tier::kSlow:
-      return "slow";
-    case Tier::kConfig:
-      return "config";
-  }
-  return "unknown";
-}
-
-absl::string_view CollectorErrorCodeName(CollectorErrorCode code) {
-  switch (code) {
-    case CollectorErrorCode::kNotFound:
-      return "not_found";
-    case CollectorErrorCode::kPermissionDenied:
-      return "permission_denied";
-    case CollectorErrorCode::kParse:
-      return "parse";
-    case CollectorErrorCode::kIo:
-      return "io";
-    case CollectorErrorCode::kUnsupported:
-      return "unsupported";
-    case CollectorErrorCode::kPoll:
-      return "poll";
-  }
-  return "unknown";
-}
-
 absl::Status CollectorRegistry::Register(std::string name, std::string description,
                                          CollectorFactory factory) {
   if (Find(name) != nullptr) {

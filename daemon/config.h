@@ -28,8 +28,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "collectors/collector.h"
+#include "core/hot_counters.h"
+#include "core/log.h"
+#include "core/parse.h"
 #include "daemon/detect/detectors.h"
-#include "daemon/log.h"
 
 namespace fabricscope {
 
@@ -49,18 +52,7 @@ struct Config {
   // Collectors: empty means every registered collector.
   std::vector<std::string> collectors;
   // rdma_sysfs hot set (hw_counters names read every hot tick).
-  std::vector<std::string> hot_counters = {"np_ecn_marked_roce_packets",
-                                           "np_cnp_sent",
-                                           "rp_cnp_handled",
-                                           "rp_cnp_ignored",
-                                           "out_of_buffer",
-                                           "out_of_sequence",
-                                           "packet_seq_err",
-                                           "local_ack_timeout_err",
-                                           "roce_adp_retrans",
-                                           "roce_adp_retrans_to",
-                                           "implied_nak_seq_err",
-                                           "rnr_nak_retry_err"};
+  std::vector<std::string> hot_counters = DefaultHotCounters();  // core/hot_counters.h
   // netdev: extra interfaces (regex, full match) besides the RDMA netdevs.
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
@@ -126,6 +118,9 @@ struct CommandLine {
   std::vector<std::string> flag_args;
 };
 
+// The options the collectors take, from the daemon's config.
+CollectorOptions CollectorOptionsFromConfig(const Config& config);
+
 // Parses argv: defaults, then the --config file if given, then the flags.
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv);
 
@@ -142,11 +137,5 @@ std::string HelpText();
 // Names of options whose value differs between `a` and `b` but that cannot
 // change without a restart.
 std::vector<std::string> RestartOnlyChanges(const Config& a, const Config& b);
-
-// Parsers shared with other components.
-absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text);
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
-// HOST:PORT, [V6]:PORT; port 0 means "pick a free port".
-absl::Status ValidateListenAddress(absl::string_view text);
 
 }  // namespace fabricscope

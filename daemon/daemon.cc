@@ -133,7 +133,8 @@ absl::Status Daemon::Init() {
 
   if (auto s = RegisterAllCollectors(registry_); !s.ok()) return s;
   if (config_.replay_file.empty()) {
-    CollectorContext ctx{&config_, store_.get(), clock_, &metrics_};
+    collector_options_ = CollectorOptionsFromConfig(config_);
+    CollectorContext ctx{&collector_options_, store_.get(), clock_, &metrics_};
     auto collectors = registry_.Create(config_.collectors, ctx);
     if (!collectors.ok()) return collectors.status();
     collectors_ = *std::move(collectors);

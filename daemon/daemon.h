@@ -25,7 +25,8 @@
 
 #include "absl/status/status.h"
 #include "collectors/registry.h"
-#include "daemon/clock.h"
+#include "core/clock.h"
+#include "core/metrics.h"
 #include "daemon/config.h"
 #include "daemon/correlate/correlation_worker.h"
 #include "daemon/correlate/correlator.h"
@@ -33,7 +34,6 @@
 #include "daemon/detect/detectors.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/ingest/span_ingester.h"
-#include "daemon/metrics.h"
 #include "daemon/recording/replay.h"
 #include "daemon/scheduler.h"
 #include "daemon/service/grpc_server.h"
@@ -41,8 +41,8 @@
 #include "daemon/service/otlp_trace_service.h"
 #include "daemon/service/query_service.h"
 #include "daemon/spans/span_store.h"
-#include "daemon/store/store.h"
 #include "exporters/prometheus_exporter.h"
+#include "store/store.h"
 
 namespace fabricscope {
 
@@ -75,6 +75,7 @@ class Daemon {
 
   CommandLine command_line_;
   Config config_;
+  CollectorOptions collector_options_;  // from config_ at Start; outlives the collectors
   Clock* clock_;
   MetricsRegistry metrics_;
   std::unique_ptr<Store> store_;

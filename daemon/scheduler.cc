@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {

@@ -30,9 +30,9 @@
 
 #include "absl/time/time.h"
 #include "collectors/collector.h"
-#include "daemon/clock.h"
-#include "daemon/log.h"
-#include "daemon/metrics.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/metrics.h"
 
 namespace fabricscope {
 

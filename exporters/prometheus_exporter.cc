@@ -20,7 +20,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/store/aggregates.h"
+#include "store/aggregates.h"
 #include "prometheus/metric_type.h"
 
 namespace fabricscope {
@@ -69,7 +69,7 @@ const MetricSpec& kStoreEvicted =
                   .labels = {},
                   .component = "store"});
 
-// Sub-second aggregates (daemon/store/aggregates.h), computed by the store at
+// Sub-second aggregates (store/aggregates.h), computed by the store at
 // append time; rendered here from the snapshot, never reset on scrape.
 const MetricSpec& kPeakRate = DefineMetric(
     {.name = "fabricscope_peak_rate_per_second",

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/metrics.h"
-#include "daemon/store/store.h"
+#include "core/metrics.h"
+#include "store/store.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"

@@ -12,7 +12,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/ingest/span_convert.h"
-#include "daemon/ingest/span_kind.h"
+#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/recording/recording.h"
 #include "fabricscope/v1/ingest.pb.h"

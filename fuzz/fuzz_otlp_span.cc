@@ -10,7 +10,7 @@
 #include <string>
 
 #include "daemon/ingest/span_convert.h"
-#include "daemon/ingest/span_kind.h"
+#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/span_checks.h"

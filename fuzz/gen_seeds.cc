@@ -356,7 +356,7 @@ void Config() {
   // Regressions: std::regex compiles recursively, so a deeply nested (or long
   // enough) pattern overflows the stack where the config validates it --
   // daemon/config.cc (netdev-include, `std::regex re{...}`) and
-  // daemon/ingest/span_kind.cc ParseSpanKindPatterns (span-kind-patterns).
+  // daemon/spans/span_kind.cc ParseSpanKindPatterns (span-kind-patterns).
   // These overflow under ASan; the release fabricscoped dies with SIGSEGV at
   // startup from 30000 levels on, instead of rejecting the value.
   const std::string nested = std::string(10000, '(') + std::string(10000, ')');

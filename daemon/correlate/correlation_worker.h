@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/clock.h"
+#include "core/clock.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/correlate/span_aggregates.h"
-#include "daemon/metrics.h"
+#include "core/metrics.h"
 #include "daemon/spans/span_store.h"
 
 namespace fabricscope {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "daemon/config.h"
-#include "daemon/store/counter_semantics.h"
-#include "daemon/store/store.h"
+#include "core/parse.h"
+#include "store/counter_semantics.h"
+#include "store/store.h"
 
 namespace fabricscope {
 

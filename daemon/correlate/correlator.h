@@ -63,7 +63,7 @@
 #include "absl/types/span.h"
 #include "daemon/correlate/signal_class.h"
 #include "daemon/spans/span.h"
-#include "daemon/store/series.h"
+#include "core/series.h"
 
 namespace fabricscope {
 

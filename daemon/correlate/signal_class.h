@@ -1,6 +1,6 @@
 // Which series the correlator judges, and how.
 //
-// Every series in the store has a Signal (collectors/signals.h) that names its
+// Every series in the store has a Signal (core/signals.h) that names its
 // Prometheus family. The correlator sorts families into classes:
 //
 //   class          families (fabricscope_<...>)                       verdict rule
@@ -34,7 +34,7 @@
 #include <optional>
 #include "absl/strings/string_view.h"
 
-#include "collectors/signals.h"
+#include "core/signals.h"
 
 namespace fabricscope {
 

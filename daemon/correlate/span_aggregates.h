@@ -23,7 +23,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "daemon/correlate/correlator.h"
-#include "daemon/metrics.h"
+#include "core/metrics.h"
 
 namespace fabricscope {
 

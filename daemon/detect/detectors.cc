@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "collectors/signals.h"
+#include "core/signals.h"
 #include "daemon/detect/episode.h"
 
 namespace fabricscope {

@@ -61,8 +61,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/detect/event_log.h"
-#include "daemon/metrics.h"
-#include "daemon/store/store.h"
+#include "core/metrics.h"
+#include "store/store.h"
 
 namespace fabricscope {
 

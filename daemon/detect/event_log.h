@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "daemon/metrics.h"
+#include "core/metrics.h"
 
 namespace fabricscope {
 

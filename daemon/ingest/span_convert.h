@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/ingest/span_kind.h"
+#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/spans/span.h"
 #include "fabricscope/v1/span.pb.h"

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/store/series.h"
+#include "core/series.h"
 #include "fabricscope/v1/span.pb.h"
 
 namespace fabricscope {

@@ -5,9 +5,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "collectors/signals.h"
+#include "core/signals.h"
 #include "daemon/ingest/span_convert.h"
-#include "daemon/log.h"
+#include "core/log.h"
 #include "daemon/spans/span_store.h"
 
 namespace fabricscope {

@@ -22,12 +22,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "daemon/clock.h"
-#include "daemon/ingest/span_kind.h"
+#include "core/clock.h"
+#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/recording/recording.h"
 #include "daemon/spans/span.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope {
 

@@ -18,9 +18,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "daemon/clock.h"
+#include "core/clock.h"
 #include "daemon/ingest/span_ingester.h"
-#include "daemon/metrics.h"
+#include "core/metrics.h"
 #include "fabricscope/v1/ingest.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 

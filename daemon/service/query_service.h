@@ -10,11 +10,11 @@
 // thread-safe and must outlive the service.
 #pragma once
 
-#include "daemon/clock.h"
+#include "core/clock.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/spans/span_store.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "fabricscope/v1/query.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 

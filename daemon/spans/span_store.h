@@ -47,8 +47,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/clock.h"
-#include "daemon/metrics.h"
+#include "core/clock.h"
+#include "core/metrics.h"
 #include "daemon/spans/span.h"
 
 namespace fabricscope {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectors/signals.h"
+#include "core/signals.h"
 
 namespace fabricscope {
 namespace {

@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/spans/span_store.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope {
 

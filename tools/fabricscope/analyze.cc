@@ -9,7 +9,7 @@
 #include "daemon/detect/event_log.h"
 #include "daemon/recording/replay.h"
 #include "daemon/service/query_service.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
 #include "tools/fabricscope/query_client.h"

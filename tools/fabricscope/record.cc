@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "daemon/recording/recording.h"
-#include "daemon/store/series.h"
+#include "core/series.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
 

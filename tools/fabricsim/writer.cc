@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/hot_counters.h"
 
 namespace fabricsim {
 namespace {
@@ -54,18 +55,7 @@ absl::Status MakeDirs(const std::string& dir) {
 }  // namespace
 
 const std::vector<std::string>& HotCounterNames() {
-  static const auto* names = new std::vector<std::string>{"np_ecn_marked_roce_packets",
-                                                          "np_cnp_sent",
-                                                          "rp_cnp_handled",
-                                                          "rp_cnp_ignored",
-                                                          "out_of_buffer",
-                                                          "out_of_sequence",
-                                                          "packet_seq_err",
-                                                          "local_ack_timeout_err",
-                                                          "roce_adp_retrans",
-                                                          "roce_adp_retrans_to",
-                                                          "implied_nak_seq_err",
-                                                          "rnr_nak_retry_err"};
+  static const auto* names = new std::vector<std::string>(fabricscope::DefaultHotCounters());
   return *names;
 }
 

@@ -35,7 +35,8 @@ std::vector<CounterValue> FecCounters(const PortCounters& c);
 // The `ethtool -S` text of a port: "NIC statistics:" then 5-space indented lines.
 std::string EthtoolText(const PortCounters& c, int pfc_priority);
 
-// The hw_counters names read on the daemon's hot tier (recorded every sample).
+// The hw_counters names read on the daemon's hot tier (recorded every sample):
+// core/hot_counters.h, the daemon's own default.
 const std::vector<std::string>& HotCounterNames();
 
 // Writes `content` to `path` atomically: a temporary file in `tmp_dir` (same

@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
 

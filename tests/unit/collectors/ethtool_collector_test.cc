@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_replace.h"
 #include "collectors/ethtool_stats_source.h"
-#include "daemon/clock.h"
-#include "daemon/store/store.h"
+#include "core/clock.h"
+#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/collectors/ethtool_test_util.h"

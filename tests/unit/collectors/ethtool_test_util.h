@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "collectors/collector.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope::ethtool_test {
 

@@ -14,8 +14,8 @@
 
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_collector.h"
-#include "daemon/clock.h"
-#include "daemon/store/store.h"
+#include "core/clock.h"
+#include "store/store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
 

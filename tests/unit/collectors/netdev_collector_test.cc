@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "collectors/registry.h"
-#include "daemon/clock.h"
-#include "daemon/config.h"
-#include "daemon/metrics.h"
-#include "daemon/store/store.h"
+#include "core/clock.h"
+#include "collectors/collector.h"
+#include "core/metrics.h"
+#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/collectors/netdev_test_util.h"
@@ -54,7 +54,7 @@ class NetdevCollectorTest : public ::testing::Test {
     ASSERT_TRUE(c.Poll(ctx_).ok());
   }
 
-  Config config_;
+  CollectorOptions config_;
   Store store_;
   FakeClock clock_;
   MetricsRegistry metrics_;

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "collectors/collector.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 
 namespace fabricscope::netdev_test {
 

@@ -23,11 +23,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectors/netdev_collector.h"
-#include "daemon/clock.h"
-#include "daemon/config.h"
-#include "daemon/metrics.h"
+#include "core/clock.h"
+#include "collectors/collector.h"
+#include "core/metrics.h"
 #include "daemon/scheduler.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gtest/gtest.h"
 #include "tests/unit/collectors/netdev_test_util.h"
 
@@ -109,7 +109,7 @@ TEST_F(NetdevVethBurstTest, TenMillisecondSamplesShowTheBurstAOneSecondPollerMis
   ASSERT_GT(SendBurst(absl::Milliseconds(5), 64, 3), 0u);
   absl::SleepFor(absl::Milliseconds(200));
 
-  Config config;
+  CollectorOptions config;
   config.netdev_include = veth_.a();
   Store store;
   MetricsRegistry metrics;

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/clock.h"
-#include "daemon/config.h"
-#include "daemon/metrics.h"
+#include "core/clock.h"
+#include "collectors/collector.h"
+#include "core/metrics.h"
 #include "daemon/scheduler.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -137,7 +137,7 @@ class RdmaSysfsTest : public ::testing::Test {
     return nullptr;
   }
 
-  Config config_;
+  CollectorOptions config_;
   Store store_;
   FakeClock clock_;
   MetricsRegistry metrics_;
@@ -460,7 +460,7 @@ TEST(RdmaSysfsThreadsTest, ConcurrentTiersAndHotPlug) {
   FakeTree tree;
   tree.AddRocePort("mlx5_0", 1, "eth0");
   tree.AddRocePort("mlx5_1", 1, "eth1");
-  Config config;
+  CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
   MetricsRegistry metrics;

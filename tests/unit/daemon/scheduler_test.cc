@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/correlate/span_aggregates.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/config.h"
-#include "daemon/store/store.h"
+#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectors/signals.h"
+#include "core/signals.h"
 #include "daemon/detect/episode.h"
 #include "daemon/detect/event_log.h"
 #include "gtest/gtest.h"

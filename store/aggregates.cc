@@ -1,0 +1,96 @@
+#include "store/aggregates.h"
+
+#include <algorithm>
+
+namespace fabricscope {
+namespace {
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+size_t Mod(int64_t a, size_t n) {
+  int64_t m = a % static_cast<int64_t>(n);
+  return static_cast<size_t>(m < 0 ? m + static_cast<int64_t>(n) : m);
+}
+
+}  // namespace
+
+double BurstFloorFor(absl::string_view signal) {
+  for (const BurstFloor& f : kBurstFloors) {
+    if (f.signal == signal) return f.per_second;
+  }
+  return kDefaultBurstFloor;
+}
+
+PeakGeometry PeakGeometry::For(absl::Duration window) {
+  PeakGeometry g;
+  const int64_t window_ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(window));
+  g.width_ns = std::max<int64_t>(1'000'000'000, (window_ns + 15) / 16);
+  g.buckets = static_cast<uint32_t>((window_ns + g.width_ns - 1) / g.width_ns) + 1;
+  return g;
+}
+
+PeakWindow::PeakWindow(const PeakGeometry& g) : g_(g), ring_(g.buckets) {}
+
+void PeakWindow::Recompute() {
+  older_valid_ = false;
+  older_max_ = 0;
+  const int64_t lo = cur_index_ - static_cast<int64_t>(g_.buckets) + 1;
+  for (const Bucket& b : ring_) {
+    if (b.index == INT64_MIN || b.index < lo || b.index >= cur_index_) continue;
+    if (!older_valid_ || b.max > older_max_) older_max_ = b.max;
+    older_valid_ = true;
+  }
+}
+
+void PeakWindow::Add(int64_t ts_ns, double rate, bool valid) {
+  const int64_t idx = FloorDiv(ts_ns, g_.width_ns);
+  if (cur_index_ == INT64_MIN) {
+    cur_index_ = idx;
+  } else if (idx > cur_index_) {
+    ring_[Mod(cur_index_, ring_.size())] = {cur_valid_ ? cur_index_ : INT64_MIN, cur_max_};
+    cur_index_ = idx;
+    cur_valid_ = false;
+    cur_max_ = 0;
+    Recompute();
+  }
+  // idx < cur_index_ (the realtime clock stepped back): counted in the current bucket.
+  if (valid && (!cur_valid_ || rate > cur_max_)) {
+    cur_max_ = rate;
+    cur_valid_ = true;
+  }
+  peak_valid_ = cur_valid_ || older_valid_;
+  peak_ = cur_valid_ && older_valid_ ? std::max(cur_max_, older_max_)
+          : cur_valid_               ? cur_max_
+                                     : older_max_;
+}
+
+bool BurstWindow::Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, bool valid,
+                      double factor, double floor) {
+  // The trailing mean over intervals that ended within the second before this
+  // interval began.
+  const int64_t hi = FloorDiv(ts_ns - dt_ns, kBucketNs);
+  const int64_t lo = hi - 10;
+  double sum = 0;
+  int64_t covered = 0;
+  for (const Bucket& b : ring_) {
+    if (b.index == INT64_MIN || b.index < lo || b.index > hi) continue;
+    sum += b.delta;
+    covered += b.dt_ns;
+  }
+  last_mean_valid_ = covered >= kBucketNs * 5;
+  last_mean_ = covered > 0 ? sum * 1e9 / static_cast<double>(covered) : 0;
+  if (!valid || dt_ns <= 0) return false;
+  const bool burst = last_mean_valid_ && rate > factor * last_mean_ && rate > floor;
+  const int64_t idx = FloorDiv(ts_ns, kBucketNs);
+  Bucket& slot = ring_[Mod(idx, kBuckets)];
+  if (slot.index != idx) slot = {idx, 0, 0};
+  slot.delta += delta;
+  slot.dt_ns += dt_ns;
+  return burst;
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,655 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+// Allocator bookkeeping we assume per heap block (glibc: 8-16 bytes, rounded
+// to 16): generous so that accounted bytes bound the real footprint.
+constexpr uint64_t kMallocOverhead = 16;
+
+uint64_t RoundUp16(uint64_t n) { return (n + 15) & ~uint64_t{15}; }
+
+uint64_t StringHeap(const std::string& s) {
+  return s.capacity() > 15 ? RoundUp16(s.capacity() + 1) + kMallocOverhead : 0;
+}
+
+uint64_t KeyHeap(const SeriesKey& k) {
+  return StringHeap(k.source) + StringHeap(k.name) + StringHeap(k.device) + StringHeap(k.netdev);
+}
+
+uint64_t HeadAccounted(size_t capacity) { return RoundUp16(capacity) + kMallocOverhead; }
+
+}  // namespace
+
+// A sealed chunk: immutable once linked, except `next`, which the series'
+// writer sets exactly once (under the series lock) when it seals the next
+// chunk. Readers only follow `next` up to the newest chunk they saw under the
+// lock, so they never read a `next` that is still being written.
+struct Store::Chunk {
+  ChunkHeader h;
+  std::unique_ptr<uint8_t[]> data;
+  uint64_t accounted = 0;
+  std::shared_ptr<Chunk> next;
+
+  // Releases a long chain iteratively (a reader may have held the oldest
+  // chunk across many evictions): a chunk destroyed while another chunk's
+  // destructor runs on this thread hands its `next` to that outer destructor
+  // instead of recursing. Only reference releases are used (never a peek at
+  // use_count()), so every release is ordered by the control block.
+  ~Chunk() {
+    thread_local std::vector<std::shared_ptr<Chunk>>* pending = nullptr;
+    if (next == nullptr) return;
+    if (pending != nullptr) {
+      pending->push_back(std::move(next));
+      return;
+    }
+    std::vector<std::shared_ptr<Chunk>> list;
+    list.push_back(std::move(next));
+    pending = &list;
+    while (!list.empty()) {
+      std::shared_ptr<Chunk> p = std::move(list.back());
+      list.pop_back();
+      p.reset();  // may destroy a chunk, which pushes its own `next`
+    }
+    pending = nullptr;
+  }
+};
+
+struct Store::Series {
+  Series(SeriesKey k, Signal s, const PeakGeometry& g)
+      : key(std::move(k)), signal(std::move(s)), tracker(signal.semantics) {
+    if (signal.semantics.kind != CounterKind::kGauge) {
+      agg = std::make_unique<Aggregates>(g, BurstFloorFor(signal.name));
+    }
+  }
+  struct Aggregates {
+    Aggregates(const PeakGeometry& g, double f) : peak(g), floor(f) {}
+    PeakWindow peak;
+    BurstWindow burst;
+    double floor;
+  };
+
+  const SeriesKey key;
+  const Signal signal;
+  uint64_t accounted = 0;  // per-series overhead, set once at registration
+
+  mutable std::mutex mu;
+  // Written by the series' writer under `mu`; the writer also reads them
+  // without `mu` (it is the only thread that writes them); readers copy them
+  // under `mu`.
+  CounterTracker tracker;
+  SeriesState state;
+  std::unique_ptr<Aggregates> agg;
+  ChunkHeader head;
+  std::unique_ptr<uint8_t[]> head_data;  // zero beyond ByteSize(head)
+  size_t head_cap = 0;
+  // Written by the writer (seal) and by evictors, always under `mu`.
+  std::shared_ptr<Chunk> oldest;
+  Chunk* newest = nullptr;  // owned through the chain from `oldest`
+  uint64_t sealed_chunks = 0;
+  uint64_t sealed_samples = 0;
+};
+
+// What a reader copies under the series lock; everything else happens after.
+struct Store::ReadView {
+  const Series* series = nullptr;
+  std::shared_ptr<Chunk> oldest;
+  const Chunk* newest = nullptr;
+  ChunkHeader head;
+  std::vector<uint8_t> head_data;
+
+  template <typename F>
+  void ForEachChunk(F&& f) const {
+    for (const Chunk* c = oldest.get(); c != nullptr; c = c == newest ? nullptr : c->next.get()) {
+      f(c->h, c->data.get());
+    }
+    if (head.count > 0) f(head, head_data.data());
+  }
+};
+
+namespace {
+
+uint64_t SeriesOverhead(const SeriesKey& key, const Signal& signal, size_t series_size,
+                        size_t agg_bytes) {
+  uint64_t b = RoundUp16(series_size) + kMallocOverhead;
+  b += KeyHeap(key);
+  b += StringHeap(signal.name);
+  b += RoundUp16(signal.label_values.capacity() * sizeof(std::string)) + kMallocOverhead;
+  for (const std::string& v : signal.label_values) b += StringHeap(v);
+  b += agg_bytes;
+  // Table entries: series_ (unique_ptr, doubling), by_key_ (a copy of the key
+  // in a slot, load factor >= 7/16 after growth), one eviction-heap entry.
+  b += 2 * sizeof(void*);
+  b += (sizeof(std::pair<const SeriesKey, SeriesId>) + 1) * 5 / 2 + KeyHeap(key);
+  b += 2 * sizeof(void*) * 2;
+  return b;
+}
+
+}  // namespace
+
+Store::Store(StoreOptions options)
+    : options_(options), peak_geometry_(PeakGeometry::For(options.peak_window)) {}
+
+Store::~Store() {
+  // Tear chains down iteratively (Chunk's destructor handles it per chain).
+  std::unique_lock lock(table_mu_);
+  for (auto& s : series_) {
+    std::lock_guard series_lock(s->mu);
+    s->newest = nullptr;
+    s->oldest.reset();
+  }
+}
+
+SeriesId Store::Register(const SeriesKey& key, const Signal& signal) {
+  {
+    std::shared_lock lock(table_mu_);
+    auto it = by_key_.find(key);
+    if (it != by_key_.end()) {
+      Series* existing = series_[it->second].get();
+      std::lock_guard series_lock(existing->mu);
+      existing->state.present = true;
+      return it->second;
+    }
+  }
+  auto series = std::make_unique<Series>(key, signal, peak_geometry_);
+  size_t agg_bytes = 0;
+  if (series->agg) {
+    agg_bytes = RoundUp16(sizeof(Series::Aggregates)) + kMallocOverhead +
+                RoundUp16(series->agg->peak.MemoryBytes() - sizeof(PeakWindow)) + kMallocOverhead;
+  }
+  series->accounted = SeriesOverhead(key, signal, sizeof(Series), agg_bytes);
+  const uint64_t bytes = series->accounted + HeadAccounted(kInitialHeadBytes);
+  if (!Reserve(bytes)) {
+    rejected_series_.fetch_add(1, std::memory_order_relaxed);
+    return kInvalidSeries;
+  }
+  series->head_data.reset(new uint8_t[kInitialHeadBytes]());
+  series->head_cap = kInitialHeadBytes;
+  std::unique_lock lock(table_mu_);
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) {  // registered concurrently
+    Release(bytes);
+    return it->second;
+  }
+  SeriesId id = static_cast<SeriesId>(series_.size());
+  if ((id >> kLookupBlockBits) >= kLookupBlocks) {  // 1M series: refuse
+    Release(bytes);
+    rejected_series_.fetch_add(1, std::memory_order_relaxed);
+    return kInvalidSeries;
+  }
+  std::unique_ptr<std::atomic<Series*>[]>& block = lookup_->owned[id >> kLookupBlockBits];
+  if (block == nullptr) {
+    // A new block of lookup slots is accounted whole when it is allocated.
+    if (!Reserve(kLookupBlock * sizeof(void*) + kMallocOverhead)) {
+      Release(bytes);
+      rejected_series_.fetch_add(1, std::memory_order_relaxed);
+      return kInvalidSeries;
+    }
+    block.reset(new std::atomic<Series*>[kLookupBlock]());
+    lookup_->blocks[id >> kLookupBlockBits].store(block.get(), std::memory_order_release);
+  }
+  block[id & (kLookupBlock - 1)].store(series.get(), std::memory_order_release);
+  series_.push_back(std::move(series));
+  by_key_.emplace(key, id);
+  lookup_size_.store(id + 1, std::memory_order_release);
+  return id;
+}
+
+std::optional<SeriesId> Store::Find(const SeriesKey& key) const {
+  std::shared_lock lock(table_mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return std::nullopt;
+  return it->second;
+}
+
+Store::Series* Store::Lookup(SeriesId id) const {
+  if (id >= lookup_size_.load(std::memory_order_acquire)) return nullptr;
+  std::atomic<Series*>* block =
+      lookup_->blocks[id >> kLookupBlockBits].load(std::memory_order_acquire);
+  return block[id & (kLookupBlock - 1)].load(std::memory_order_acquire);
+}
+
+void Store::PushHeapLocked(HeapEntry e) {
+  heap_.push_back(e);
+  std::push_heap(heap_.begin(), heap_.end(),
+                 [](const HeapEntry& a, const HeapEntry& b) { return a.ts_ns > b.ts_ns; });
+}
+
+bool Store::EvictOldestLocked() {
+  if (heap_.empty()) return false;
+  std::pop_heap(heap_.begin(), heap_.end(),
+                [](const HeapEntry& a, const HeapEntry& b) { return a.ts_ns > b.ts_ns; });
+  Series* s = heap_.back().series;
+  heap_.pop_back();
+  std::shared_ptr<Chunk> victim;
+  bool more = false;
+  int64_t next_ts = 0;
+  {
+    std::lock_guard lock(s->mu);
+    victim = std::move(s->oldest);
+    if (victim == nullptr) return true;  // cannot happen: one entry per non-empty chain
+    s->oldest = victim->next;
+    if (s->oldest == nullptr) s->newest = nullptr;
+    --s->sealed_chunks;
+    s->sealed_samples -= victim->h.count;
+    more = s->oldest != nullptr;
+    if (more) next_ts = s->oldest->h.min_ts;
+  }
+  evicted_.fetch_add(victim->h.count, std::memory_order_relaxed);
+  used_bytes_ -= victim->accounted;
+  if (more) PushHeapLocked({next_ts, s});
+  return true;
+}
+
+bool Store::Reserve(uint64_t bytes) {
+  std::lock_guard lock(evict_mu_);
+  if (bytes > options_.memory_bytes) return false;
+  while (used_bytes_ + bytes > options_.memory_bytes) {
+    if (!EvictOldestLocked()) return false;
+  }
+  used_bytes_ += bytes;
+  return true;
+}
+
+void Store::Release(uint64_t bytes) {
+  std::lock_guard lock(evict_mu_);
+  used_bytes_ -= bytes;
+}
+
+void Store::DropHead(Series* s) {
+  std::lock_guard lock(s->mu);
+  evicted_.fetch_add(s->head.count, std::memory_order_relaxed);
+  std::memset(s->head_data.get(), 0, s->head_cap);
+  s->head = ChunkHeader{};
+}
+
+void Store::PrepareHead(Series* s) {
+  const size_t used = ChunkWriter::ByteSize(s->head);
+  if (s->head.count < kMaxChunkSamples && s->head_cap < kMaxChunkBytes) {
+    const size_t cap = std::min(kMaxChunkBytes, s->head_cap * 2);
+    if (!Reserve(HeadAccounted(cap))) {
+      DropHead(s);
+      return;
+    }
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[cap]());
+    std::memcpy(buf.get(), s->head_data.get(), std::min(used + 1, s->head_cap));
+    const size_t old_cap = s->head_cap;
+    {
+      std::lock_guard lock(s->mu);
+      s->head_data.swap(buf);
+      s->head_cap = cap;
+    }
+    Release(HeadAccounted(old_cap));
+    return;
+  }
+  // Seal the head into an immutable chunk.
+  if (!LinkSealed(s, s->head, s->head_data.get(), used)) {
+    DropHead(s);
+    return;
+  }
+  std::lock_guard lock(s->mu);
+  std::memset(s->head_data.get(), 0, std::min(used + 1, s->head_cap));
+  s->head = ChunkHeader{};
+}
+
+bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used) {
+  // Accounted: the make_shared block (Chunk + a 16-byte control block) and
+  // the payload block.
+  const uint64_t accounted =
+      RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead + RoundUp16(std::max<size_t>(used, 1));
+  if (!Reserve(accounted)) return false;
+  auto c = std::make_shared<Chunk>();
+  c->h = h;
+  c->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
+  if (used > 0) std::memcpy(c->data.get(), data, used);
+  c->accounted = accounted;
+  bool was_empty;
+  {
+    std::lock_guard lock(s->mu);
+    was_empty = s->oldest == nullptr;
+    if (was_empty) {
+      s->oldest = c;
+    } else {
+      s->newest->next = c;
+    }
+    s->newest = c.get();
+    ++s->sealed_chunks;
+    s->sealed_samples += c->h.count;
+  }
+  if (was_empty) {
+    std::lock_guard lock(evict_mu_);
+    PushHeapLocked({c->h.min_ts, s});
+  }
+  return true;
+}
+
+void Store::Dump(const std::function<bool(const SeriesDump&)>& fn) const {
+  uint32_t n;
+  {
+    std::shared_lock lock(table_mu_);
+    n = static_cast<uint32_t>(series_.size());
+  }
+  SeriesDump dump;
+  for (SeriesId id = 0; id < n; ++id) {
+    ReadView view;
+    if (!View(id, INT64_MIN, INT64_MAX, &view)) continue;
+    dump.key = &view.series->key;
+    dump.signal = &view.series->signal;
+    {
+      std::lock_guard lock(view.series->mu);
+      dump.state = view.series->state;
+    }
+    dump.chunks.clear();
+    view.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
+      dump.chunks.push_back({h, data});
+    });
+    if (!fn(dump)) return;
+  }
+}
+
+SeriesId Store::Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
+                        std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped) {
+  uint64_t dropped = 0;
+  for (const EncodedChunk& c : chunks) dropped += c.header.count > 0 ? 1 : 0;
+  if (chunks_dropped != nullptr) *chunks_dropped = dropped;
+  if (Find(key).has_value()) return kInvalidSeries;
+  const SeriesId id = Register(key, signal);
+  Series* s = Lookup(id);
+  if (s == nullptr) return kInvalidSeries;
+  for (const EncodedChunk& c : chunks) {
+    if (c.header.count == 0) continue;
+    if (LinkSealed(s, c.header, c.data.data(), ChunkWriter::ByteSize(c.header))) {
+      --dropped;
+    } else {
+      evicted_.fetch_add(c.header.count, std::memory_order_relaxed);
+    }
+  }
+  if (chunks_dropped != nullptr) *chunks_dropped = dropped;
+  std::lock_guard lock(s->mu);
+  SeriesState& st = s->state;
+  st.has_value = state.has_value;
+  st.present = false;
+  st.last_ts_ns = state.last_ts_ns;
+  st.last_raw = state.last_raw;
+  st.total = state.total;
+  st.resets = state.resets;
+  st.saturated = state.saturated;
+  st.samples = state.samples;
+  st.microbursts = state.microbursts;
+  // Rates and the peak window start again with the next poll.
+  st.last_rate = 0;
+  st.rate_valid = false;
+  st.peak_rate = 0;
+  st.peak_valid = false;
+  s->tracker.Restore(state.has_value, state.saturated, state.last_raw);
+  return id;
+}
+
+void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
+  Series* s = Lookup(id);
+  if (s == nullptr) return;
+  // Writer-owned head fields: read without the lock (see Series).
+  if (s->head.count >= kMaxChunkSamples ||
+      ChunkWriter::ByteSize(s->head) + kMaxSampleBytes > s->head_cap) {
+    PrepareHead(s);
+  }
+  AppendEvent ev;
+  {
+    std::lock_guard lock(s->mu);
+    AppendLocked(s, ts_ns, raw, &ev);
+  }
+  if (observer_ != nullptr) {
+    ev.id = id;
+    ev.key = &s->key;
+    ev.signal = &s->signal;
+    observer_->OnAppend(ev);
+  }
+}
+
+void Store::AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
+  ChunkWriter::Append(&s->head, s->head_data.get(), ts_ns, raw);
+  SeriesState& st = s->state;
+  const int64_t prev_ts = st.last_ts_ns;
+  CounterUpdate u = s->tracker.Update(raw);
+  const double scale = s->signal.scale;
+  switch (u.event) {
+    case CounterEvent::kGauge:
+      st.total = static_cast<double>(raw) * scale;
+      break;
+    case CounterEvent::kFirst:
+    case CounterEvent::kSaturated:
+      if (!st.has_value)
+        st.total = static_cast<double>(raw) * scale;
+      else
+        st.total += static_cast<double>(u.delta) * scale;
+      break;
+    case CounterEvent::kReset:
+      ++st.resets;
+      break;
+    case CounterEvent::kNormal:
+    case CounterEvent::kWrapped:
+      st.total += static_cast<double>(u.delta) * scale;
+      break;
+  }
+  const int64_t dt = ts_ns - prev_ts;
+  st.rate_valid = u.rate_valid && st.has_value && dt > 0;
+  st.last_rate = st.rate_valid ? static_cast<double>(u.delta) * scale * 1e9 / dt : 0;
+  st.saturated = s->tracker.saturated();
+  ev->start_ns = st.has_value ? prev_ts : ts_ns;
+  ev->end_ns = ts_ns;
+  ev->gauge = u.event == CounterEvent::kGauge;
+  ev->rate_valid = st.rate_valid;
+  ev->rate = st.last_rate;
+  ev->delta = st.rate_valid ? static_cast<double>(u.delta) * scale : 0;
+  ev->value = st.total;
+  if (s->agg != nullptr && st.has_value) {
+    s->agg->peak.Add(ts_ns, st.last_rate, st.rate_valid);
+    st.peak_valid = s->agg->peak.peak(&st.peak_rate);
+    if (s->agg->burst.Add(ts_ns, dt, static_cast<double>(u.delta) * scale, st.last_rate,
+                          st.rate_valid, options_.burst_factor, s->agg->floor)) {
+      ++st.microbursts;
+      ev->microburst = true;
+    }
+  }
+  st.has_value = true;
+  st.last_ts_ns = ts_ns;
+  st.last_raw = raw;
+  ++st.samples;
+}
+
+void Store::SetPresent(SeriesId id, bool present) {
+  Series* s = Lookup(id);
+  if (s == nullptr) return;
+  std::lock_guard lock(s->mu);
+  s->state.present = present;
+}
+
+std::vector<SeriesSnapshot> Store::Snapshot() const {
+  std::vector<Series*> all;
+  {
+    std::shared_lock lock(table_mu_);
+    all.reserve(series_.size());
+    for (const auto& s : series_) all.push_back(s.get());
+  }
+  std::vector<SeriesSnapshot> out;
+  out.reserve(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    SeriesSnapshot snap;
+    snap.id = static_cast<SeriesId>(i);
+    snap.key = &all[i]->key;
+    snap.signal = &all[i]->signal;
+    {
+      std::lock_guard lock(all[i]->mu);
+      snap.state = all[i]->state;
+    }
+    out.push_back(std::move(snap));
+  }
+  return out;
+}
+
+std::optional<SeriesSnapshot> Store::Get(SeriesId id) const {
+  Series* s = Lookup(id);
+  if (s == nullptr) return std::nullopt;
+  SeriesSnapshot snap{id, &s->key, &s->signal, {}};
+  std::lock_guard lock(s->mu);
+  snap.state = s->state;
+  return snap;
+}
+
+bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const {
+  Series* s = Lookup(id);
+  if (s == nullptr) return false;
+  view->series = s;
+  std::lock_guard lock(s->mu);
+  view->oldest = s->oldest;
+  view->newest = s->newest;
+  view->head = s->head;
+  if (s->head.count > 0 && s->head.max_ts >= from_ns && s->head.min_ts <= to_ns) {
+    const uint8_t* p = s->head_data.get();
+    view->head_data.assign(p, p + ChunkWriter::ByteSize(s->head));
+  } else if (s->head.count > 0) {
+    // Not needed for the range: keep only what the header says (last sample).
+    view->head.bits = 0;
+    view->head.count = 0;
+  }
+  return true;
+}
+
+std::vector<Sample> Store::ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns) const {
+  std::vector<Sample> out;
+  ReadView v;
+  if (from_ns > to_ns || !View(id, from_ns, to_ns, &v)) return out;
+  std::vector<Sample> tmp;
+  v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
+    if (h.max_ts < from_ns || h.min_ts > to_ns) return;
+    tmp.clear();
+    DecodeChunk(h, data, &tmp);
+    for (const Sample& s : tmp) {
+      if (s.ts_ns >= from_ns && s.ts_ns <= to_ns) out.push_back(s);
+    }
+  });
+  return out;
+}
+
+absl::StatusOr<CounterDelta> Store::Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const {
+  if (from_ns > to_ns) {
+    return absl::InvalidArgumentError(absl::StrCat("delta: from ", from_ns, " after to ", to_ns));
+  }
+  ReadView v;
+  // The whole head is needed: it may hold the baseline or the end.
+  if (!View(id, INT64_MIN, INT64_MAX, &v)) {
+    return absl::NotFoundError(absl::StrCat("delta: unknown series ", id));
+  }
+  const CounterSemantics sem = v.series->signal.semantics;
+  if (sem.kind == CounterKind::kGauge) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("delta: series ", id, " (", v.series->key.name, ") is a gauge"));
+  }
+  CounterDelta d;
+  std::optional<Sample> baseline;
+  bool started = false;
+  std::vector<uint64_t> values;
+  auto take = [&](const Sample& s) {
+    if (s.ts_ns >= to_ns) d.covers_to = true;
+    if (s.ts_ns <= from_ns && !started) {
+      baseline = s;
+      return;
+    }
+    if (s.ts_ns < from_ns || s.ts_ns > to_ns) return;
+    if (!started) {
+      started = true;
+      if (baseline) {
+        d.first_ts_ns = baseline->ts_ns;
+        values.push_back(baseline->value);
+      } else {
+        d.first_ts_ns = s.ts_ns;
+      }
+    }
+    values.push_back(s.value);
+    d.last_ts_ns = s.ts_ns;
+  };
+  std::vector<Sample> tmp;
+  v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
+    if (!started && h.max_ts <= from_ns) {
+      // Entirely at or before `from`: only its last sample can be the baseline.
+      baseline = Sample{h.last_ts, h.last_value};
+      if (h.max_ts >= to_ns) d.covers_to = true;
+      return;
+    }
+    if (h.min_ts > to_ns) {
+      d.covers_to = true;
+      return;
+    }
+    tmp.clear();
+    DecodeChunk(h, data, &tmp);
+    for (const Sample& s : tmp) take(s);
+  });
+  if (!started && baseline) {
+    d.first_ts_ns = d.last_ts_ns = baseline->ts_ns;
+    values.push_back(baseline->value);
+  }
+  d.samples = values.size();
+  if (!values.empty()) {
+    d.raw_delta = CounterDeltaOver(sem, values.data(), values.size(), &d.resets, &d.saturated);
+    d.delta = static_cast<double>(d.raw_delta) * v.series->signal.scale;
+    d.covers_from = d.first_ts_ns <= from_ns;
+  }
+  return d;
+}
+
+StoreStats Store::Stats() const {
+  StoreStats stats;
+  std::vector<Series*> all;
+  {
+    std::shared_lock lock(table_mu_);
+    for (const auto& s : series_) all.push_back(s.get());
+  }
+  stats.series = all.size();
+  for (Series* s : all) {
+    std::lock_guard lock(s->mu);
+    stats.samples += s->sealed_samples + s->head.count;
+    stats.chunks += s->sealed_chunks;
+    int64_t oldest = 0;
+    bool has = false;
+    if (s->oldest != nullptr) {
+      oldest = s->oldest->h.min_ts;
+      has = true;
+    } else if (s->head.count > 0) {
+      oldest = s->head.min_ts;
+      has = true;
+    }
+    if (has && (stats.oldest_ts_ns == 0 || oldest < stats.oldest_ts_ns)) {
+      stats.oldest_ts_ns = oldest;
+    }
+  }
+  {
+    std::lock_guard lock(evict_mu_);
+    stats.bytes = used_bytes_;
+  }
+  stats.evicted_samples = evicted_.load(std::memory_order_relaxed);
+  stats.rejected_series = rejected_series_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void Store::UpsertPort(const PortInfo& port) {
+  std::lock_guard lock(ports_mu_);
+  for (PortInfo& p : ports_) {
+    if (p.device == port.device && p.port == port.port) {
+      p = port;
+      return;
+    }
+  }
+  ports_.push_back(port);
+}
+
+std::vector<PortInfo> Store::Ports() const {
+  std::lock_guard lock(ports_mu_);
+  return ports_;
+}
+
+}  // namespace fabricscope

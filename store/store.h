@@ -1,0 +1,324 @@
+// The sample store: every sample of every series, plus the latest derived state
+// of each series that the exporters render.
+//
+// Contract (DESIGN.md section 4, STYLE.md "the contract"):
+//  - Collectors declare a series once (Register) and then append raw samples
+//    (Append) with the tick's realtime timestamp.
+//  - Each series has exactly one writer: the scheduler thread of the tier that
+//    polls it. Different series are appended concurrently from different tier
+//    threads.
+//  - Readers (scrapes, queries) take snapshots; they never block a writer for
+//    longer than copying one series' latest state, or its head chunk (at most
+//    kMaxChunkBytes) and two chunk pointers.
+//  - Memory is bounded by StoreOptions::memory_bytes; when full, the globally
+//    oldest chunks go first and their samples are counted as evicted.
+//
+// Layout: per series a chain of sealed, immutable, compressed chunks
+// (store/chunk.h: delta-of-delta timestamps, zig-zag value deltas; a
+// counter that does not move on a regular poll costs 1 bit per sample) plus
+// one mutable head chunk. A chunk is sealed when it holds kMaxChunkSamples
+// samples or its head buffer (grown by doubling up to kMaxChunkBytes) is full.
+// Sealed chunks are shared (shared_ptr, each owning the next newer one), so a
+// reader keeps what it read alive without holding any lock, and eviction just
+// drops the store's reference to the oldest one. Raw values are kept exactly.
+//
+// Budget: every byte the store holds is accounted against memory_bytes before
+// it is allocated: sealed chunks (payload + fixed overhead), head buffers
+// (capacity) and the per-series overhead (key, signal, aggregate windows, table
+// entries). When an allocation would exceed the budget, the chunk with the
+// oldest first timestamp across all series is evicted, repeatedly. If nothing
+// sealed is left, a growing head chunk drops its own samples (counted as
+// evicted), and Register returns kInvalidSeries (Append/Get on it are no-ops)
+// rather than exceed the budget. Chunks that a reader still holds after their
+// eviction are the reader's memory until it lets go.
+//
+// Derived state computed at append time (counter semantics from
+// counter_semantics.h, scaled to the family unit): the monotonic exported
+// total, the last per-interval rate, resets and saturation, and the
+// sub-second aggregates of aggregates.h (peak rate within the peak window,
+// microburst count). Nothing resets on read.
+//
+// Thread-safety: all methods are thread-safe, subject to the one-writer-per-
+// series rule for Append. Append finds its series without a lock (an atomic
+// id table) and holds only that series' lock for O(1) work. Lock order:
+// table_mu_ -> evict_mu_ -> a series' mu; a writer never holds its own series
+// lock while evicting.
+//
+// Ownership: the store owns every series for its lifetime; SeriesSnapshot's
+// key/signal pointers stay valid until the store is destroyed.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/signals.h"
+#include "store/aggregates.h"
+#include "store/chunk.h"
+#include "store/counter_semantics.h"
+#include "core/series.h"
+
+namespace fabricscope {
+
+struct StoreOptions {
+  uint64_t memory_bytes = 256ull << 20;
+  absl::Duration peak_window = absl::Seconds(15);
+  double burst_factor = 8.0;
+};
+
+// The latest derived view of one series, as exporters see it.
+struct SeriesState {
+  bool has_value = false;
+  bool present = true;  // false while the device/file is gone (hot-unplug)
+  int64_t last_ts_ns = 0;
+  uint64_t last_raw = 0;
+  // The exported value in the family's unit: for counters the first reading
+  // plus every valid delta since (monotonic: resets and wraps never make it go
+  // backwards); for gauges the current value. Both scaled by Signal::scale.
+  double total = 0;
+  uint64_t resets = 0;
+  bool saturated = false;
+  // Rate over the last poll interval, family unit per second; valid only when
+  // rate_valid (not on the first sample, a reset, or while saturated).
+  double last_rate = 0;
+  bool rate_valid = false;
+  uint64_t samples = 0;  // appended since registration
+  // Counters only (aggregates.h), as of last_ts_ns: the highest valid
+  // per-interval rate within the trailing StoreOptions::peak_window (family
+  // unit per second; valid when peak_valid), and the poll intervals judged
+  // microbursts since registration.
+  double peak_rate = 0;
+  bool peak_valid = false;
+  uint64_t microbursts = 0;
+};
+
+// The counter delta between two times (Store::Delta).
+struct CounterDelta {
+  // Raw units and family units (raw * Signal::scale), with the semantics of
+  // counter_semantics.h: wraps are unwrapped, an interval containing a reset
+  // contributes nothing, a saturated counter stops counting.
+  uint64_t raw_delta = 0;
+  double delta = 0;
+  uint64_t resets = 0;
+  bool saturated = false;
+  // Coverage: the samples the delta was computed from. The baseline is the
+  // last sample at or before from_ns if the store still holds one, else the
+  // first sample after it; the end is the last sample at or before to_ns.
+  size_t samples = 0;  // 0: nothing held in [from, to] (not covered at all)
+  int64_t first_ts_ns = 0;
+  int64_t last_ts_ns = 0;
+  bool covers_from = false;  // first_ts_ns <= from_ns
+  bool covers_to = false;    // the series has a sample at or after to_ns
+};
+
+// One appended sample, as the store judged it (Store::SetObserver).
+struct AppendEvent {
+  SeriesId id = kInvalidSeries;
+  const SeriesKey* key = nullptr;  // owned by the store, valid for its lifetime
+  const Signal* signal = nullptr;  // ditto
+  // The poll interval this sample closes: [start_ns, end_ns]; start_ns is the
+  // previous sample's timestamp (== end_ns for the first sample).
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  bool gauge = false;
+  // Counters: the movement over the interval in the family unit and its rate
+  // (family unit per second); valid only when rate_valid (not the first
+  // sample, a reset or a saturated reading).
+  double delta = 0;
+  double rate = 0;
+  bool rate_valid = false;
+  // Gauges: the current value (family unit); counters: the exported total.
+  double value = 0;
+  // The store's microburst judgement of this interval (aggregates.h).
+  bool microburst = false;
+};
+
+// Sees every sample right after the store took it (detectors). Called on the
+// appending thread, with no store lock held; different series may call it
+// concurrently from different tier threads, one series never concurrently
+// with itself. Must be cheap: it runs on the poll path.
+class AppendObserver {
+ public:
+  virtual ~AppendObserver() = default;
+  virtual void OnAppend(const AppendEvent& event) = 0;
+};
+
+struct SeriesSnapshot {
+  SeriesId id = kInvalidSeries;
+  const SeriesKey* key = nullptr;  // owned by the store, valid for its lifetime
+  const Signal* signal = nullptr;  // ditto
+  SeriesState state;
+};
+
+// An RDMA port as discovered by a collector (inventory, fabricscope_port_info).
+struct PortInfo {
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string link_layer;  // "Ethernet" or "InfiniBand"
+  std::string state;       // "ACTIVE", "DOWN", ...
+  std::string rate;        // "100 Gb/sec (4X EDR)"
+  bool present = true;
+};
+
+struct StoreStats {
+  uint64_t bytes = 0;            // memory held by samples and series
+  uint64_t samples = 0;          // samples held now
+  int64_t oldest_ts_ns = 0;      // oldest sample still held (0 if none)
+  uint64_t evicted_samples = 0;  // dropped to stay within the budget
+  uint64_t series = 0;
+  uint64_t chunks = 0;           // sealed chunks held
+  uint64_t rejected_series = 0;  // Register calls refused for lack of memory
+};
+
+// One series as the state snapshot writes it (Store::Dump): its key, its
+// derived state and every chunk it holds, oldest first, the head chunk last.
+// `data` points into the store's chunks and is valid only during the call.
+struct SeriesDump {
+  struct ChunkRef {
+    ChunkHeader header;
+    const uint8_t* data = nullptr;  // ChunkWriter::ByteSize(header) bytes
+  };
+  const SeriesKey* key = nullptr;
+  const Signal* signal = nullptr;
+  SeriesState state;
+  std::vector<ChunkRef> chunks;
+};
+
+// Chunk geometry (see the header comment).
+inline constexpr size_t kInitialHeadBytes = 64;
+inline constexpr size_t kMaxChunkBytes = 1024;
+inline constexpr uint32_t kMaxChunkSamples = 8192;
+
+class Store {
+ public:
+  explicit Store(StoreOptions options = {});
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Declares a series; returns the existing id if `key` is already registered
+  // (a re-discovered device, or a series restored from a snapshot, gets its
+  // old series back, marked present).
+  SeriesId Register(const SeriesKey& key, const Signal& signal);
+  std::optional<SeriesId> Find(const SeriesKey& key) const;
+
+  // Appends one raw reading. Only the series' writer calls this.
+  void Append(SeriesId id, int64_t ts_ns, uint64_t raw);
+
+  // Installs the observer of every Append (nullptr: none). Call before the
+  // first Append; the observer must outlive the store's writers.
+  void SetObserver(AppendObserver* observer) { observer_ = observer; }
+
+  // Marks a series present or absent (its device vanished / came back).
+  // Absent series are not exported; their samples stay queryable.
+  void SetPresent(SeriesId id, bool present);
+
+  // Readers.
+  std::vector<SeriesSnapshot> Snapshot() const;
+  std::optional<SeriesSnapshot> Get(SeriesId id) const;
+  // Samples of `id` with from_ns <= ts_ns <= to_ns, in append order (oldest
+  // first), at full resolution (decoded from the chunks). Empty for an unknown
+  // id. Decoding runs without any lock held.
+  std::vector<Sample> ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns) const;
+  // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
+  // NotFound for an unknown id, FailedPrecondition for a gauge series,
+  // InvalidArgument when from_ns > to_ns. Assumes non-decreasing timestamps;
+  // after a realtime clock step, append order is used.
+  absl::StatusOr<CounterDelta> Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const;
+  StoreStats Stats() const;
+
+  // Port inventory.
+  void UpsertPort(const PortInfo& port);
+  std::vector<PortInfo> Ports() const;
+
+  // State snapshot (daemon/state/snapshot.h).
+  // Dump calls `fn` for every series in id order, with no store lock held
+  // during the call (the chunks it sees stay alive until it returns); `fn`
+  // returns false to stop. Safe while writers run, but a consistent picture
+  // needs the writers stopped.
+  void Dump(const std::function<bool(const SeriesDump&)>& fn) const;
+  // Restore re-creates a series from a snapshot before any collector has
+  // registered its key: the chunks (oldest first; each non-empty and decoded
+  // by the caller) become sealed chunks, the derived state continues (totals,
+  // resets, the last raw reading: the next Append's delta spans the restart),
+  // and the series is marked absent until a collector registers it again.
+  // Chunks the budget cannot hold are dropped oldest first (counted as
+  // evicted; `chunks_dropped` counts those not linked at all). Returns
+  // kInvalidSeries (nothing restored) when the key is already registered or
+  // the series itself does not fit.
+  SeriesId Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
+                   std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped = nullptr);
+
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  struct Chunk;
+  struct Series;
+  struct ReadView;
+  struct HeapEntry {
+    int64_t ts_ns;  // first timestamp of the series' oldest sealed chunk
+    Series* series;
+  };
+  Series* Lookup(SeriesId id) const;
+  // Accounts `bytes` against the budget, evicting the oldest chunks as needed;
+  // false (nothing accounted) when even an empty store could not hold them.
+  bool Reserve(uint64_t bytes);
+  void Release(uint64_t bytes);
+  // Evicts the globally oldest sealed chunk; false if there is none.
+  bool EvictOldestLocked();          // evict_mu_ held
+  void PushHeapLocked(HeapEntry e);  // evict_mu_ held
+  // Writer only: makes room in the head chunk for one more sample (grow or seal).
+  void PrepareHead(Series* s);
+  // Writer only, under s->mu: records one sample and fills `ev`.
+  void AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
+  void DropHead(Series* s);
+  // Writer (or Restore): links a copy of `used` bytes of `data` as the
+  // series' newest sealed chunk; false (nothing linked) if the budget cannot
+  // hold it.
+  bool LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used);
+  bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
+
+  const StoreOptions options_;
+  const PeakGeometry peak_geometry_;
+  mutable std::shared_mutex table_mu_;
+  std::vector<std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(table_mu_);
+  absl::flat_hash_map<SeriesKey, SeriesId> by_key_ ABSL_GUARDED_BY(table_mu_);
+  // Lock-free id -> series for the append path: blocks of kLookupBlock
+  // pointers, allocated and published (release) under table_mu_, never freed
+  // before the store.
+  static constexpr size_t kLookupBlockBits = 10;
+  static constexpr size_t kLookupBlock = size_t{1} << kLookupBlockBits;
+  static constexpr size_t kLookupBlocks = size_t{1} << 10;  // 1M series
+  struct LookupTable {
+    std::unique_ptr<std::atomic<Series*>[]> owned[kLookupBlocks];
+    std::atomic<std::atomic<Series*>*> blocks[kLookupBlocks] = {};
+  };
+  const std::unique_ptr<LookupTable> lookup_ = std::make_unique<LookupTable>();
+  std::atomic<uint32_t> lookup_size_{0};
+  std::atomic<uint64_t> evicted_{0};
+  std::atomic<uint64_t> rejected_series_{0};
+  AppendObserver* observer_ = nullptr;  // set before the writers start
+
+  // The budget: bytes accounted and a min-heap (by first timestamp) with one
+  // entry per series that holds sealed chunks.
+  mutable std::mutex evict_mu_;
+  uint64_t used_bytes_ ABSL_GUARDED_BY(evict_mu_) = 0;
+  std::vector<HeapEntry> heap_ ABSL_GUARDED_BY(evict_mu_);
+
+  mutable std::mutex ports_mu_;
+  std::vector<PortInfo> ports_ ABSL_GUARDED_BY(ports_mu_);
+};
+
+}  // namespace fabricscope

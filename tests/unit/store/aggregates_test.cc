@@ -1,0 +1,148 @@
+// Peak window expiry, burst factor / floor, and pause fraction through the store.
+#include "store/aggregates.h"
+
+#include "store/store.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+
+TEST(PeakGeometryTest, CoversAtLeastTheWindow) {
+  PeakGeometry g = PeakGeometry::For(absl::Seconds(15));
+  EXPECT_EQ(g.width_ns, kSec);
+  EXPECT_EQ(g.buckets, 16u);
+  PeakGeometry big = PeakGeometry::For(absl::Minutes(10));
+  EXPECT_GE(big.width_ns * (big.buckets - 1), 600 * kSec);
+  EXPECT_LE(big.buckets, 18u);
+}
+
+TEST(PeakWindowTest, PeakHoldsForTheWindowThenExpires) {
+  PeakWindow w(PeakGeometry::For(absl::Seconds(15)));
+  double peak = -1;
+  EXPECT_FALSE(w.peak(&peak));
+  int64_t t = 100 * kSec;
+  for (int i = 0; i < 100; ++i) w.Add(t += 10 * kMs, 10, true);
+  w.Add(t += 10 * kMs, 5000, true);  // the burst
+  const int64_t burst_ts = t;
+  ASSERT_TRUE(w.peak(&peak));
+  EXPECT_EQ(peak, 5000);
+  // Still visible for the whole window.
+  while (t < burst_ts + 15 * kSec) {
+    w.Add(t += 10 * kMs, 10, true);
+    ASSERT_TRUE(w.peak(&peak));
+    ASSERT_EQ(peak, 5000) << "at +" << (t - burst_ts) / kMs << " ms";
+  }
+  // Gone at most one bucket (1 s) after the window.
+  while (t < burst_ts + 16 * kSec + 10 * kMs) w.Add(t += 10 * kMs, 10, true);
+  ASSERT_TRUE(w.peak(&peak));
+  EXPECT_EQ(peak, 10);
+}
+
+TEST(PeakWindowTest, InvalidIntervalsDoNotCount) {
+  PeakWindow w(PeakGeometry::For(absl::Seconds(2)));
+  double peak;
+  w.Add(kSec, 1e9, false);
+  EXPECT_FALSE(w.peak(&peak));
+  w.Add(kSec + 10 * kMs, 3, true);
+  ASSERT_TRUE(w.peak(&peak));
+  EXPECT_EQ(peak, 3);
+  // After the window with only invalid intervals: no peak at all.
+  w.Add(10 * kSec, 0, false);
+  EXPECT_FALSE(w.peak(&peak));
+}
+
+TEST(BurstWindowTest, FactorAndFloor) {
+  BurstWindow b;
+  int64_t t = 50 * kSec;
+  const int64_t dt = 10 * kMs;
+  // 1 s of a steady 1000/s (10 per interval).
+  for (int i = 0; i < 150; ++i) EXPECT_FALSE(b.Add(t += dt, dt, 10, 1000, true, 8, 100));
+  double mean;
+  ASSERT_TRUE(b.last_mean(&mean));
+  EXPECT_NEAR(mean, 1000, 1);
+  // 7x the mean: not a burst; 9x: a burst.
+  EXPECT_FALSE(b.Add(t += dt, dt, 70, 7000, true, 8, 100));
+  EXPECT_TRUE(b.Add(t += dt, dt, 90, 9000, true, 8, 100));
+  // 9x but under the absolute floor: not a burst.
+  EXPECT_FALSE(b.Add(t += dt, dt, 90, 9000, true, 8, 1e6));
+  // Invalid intervals are never bursts.
+  EXPECT_FALSE(b.Add(t += dt, dt, 1e9, 1e11, false, 8, 100));
+}
+
+TEST(BurstWindowTest, NeedsHalfASecondOfHistory) {
+  BurstWindow b;
+  int64_t t = 7 * kSec;
+  const int64_t dt = 10 * kMs;
+  for (int i = 0; i < 20; ++i) b.Add(t += dt, dt, 0, 0, true, 8, 1);
+  EXPECT_FALSE(b.Add(t += dt, dt, 1000, 1e5, true, 8, 1));  // only 200 ms before it
+  for (int i = 0; i < 60; ++i) b.Add(t += dt, dt, 0, 0, true, 8, 1);
+  EXPECT_TRUE(b.Add(t += dt, dt, 1000, 1e5, true, 8, 1));
+}
+
+Signal EcnSignal() {
+  return *MapCounter({"hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, ""});
+}
+
+TEST(StoreAggregatesTest, FortyMillisecondBurstIsPeakAndCountsIntervals) {
+  Store store;
+  SeriesId id =
+      store.Register({"hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, ""}, EcnSignal());
+  int64_t t = 1000 * kSec;
+  uint64_t v = 1000;
+  for (int i = 0; i < 200; ++i) store.Append(id, t += 10 * kMs, v += 1);   // 100/s
+  for (int i = 0; i < 4; ++i) store.Append(id, t += 10 * kMs, v += 5000);  // 500k/s
+  for (int i = 0; i < 300; ++i) store.Append(id, t += 10 * kMs, v += 1);
+  SeriesState st = store.Get(id)->state;
+  ASSERT_TRUE(st.peak_valid);
+  EXPECT_DOUBLE_EQ(st.peak_rate, 500000);
+  EXPECT_EQ(st.microbursts, 4u);
+  // Several readers: reading changes nothing.
+  EXPECT_EQ(store.Get(id)->state.microbursts, 4u);
+  EXPECT_EQ(store.Snapshot()[0].state.peak_rate, 500000);
+  // 16 s later the peak has expired.
+  for (int i = 0; i < 1700; ++i) store.Append(id, t += 10 * kMs, v += 1);
+  st = store.Get(id)->state;
+  EXPECT_NEAR(st.peak_rate, 100, 1e-6);
+  EXPECT_EQ(st.microbursts, 4u);
+}
+
+TEST(StoreAggregatesTest, GaugesHaveNoAggregates) {
+  Store store;
+  Signal g = EcnSignal();
+  g.semantics = {CounterKind::kGauge, 64};
+  SeriesId id = store.Register({"x", "g", "", 0, ""}, g);
+  for (int i = 0; i < 100; ++i) store.Append(id, (i + 1) * 10 * kMs, i % 2 ? 1000000 : 0);
+  SeriesState st = store.Get(id)->state;
+  EXPECT_FALSE(st.peak_valid);
+  EXPECT_EQ(st.microbursts, 0u);
+}
+
+TEST(StoreAggregatesTest, PauseSecondsRateIsTheFraction) {
+  // Pause time in microseconds, scaled 1e-6: its rate in s/s is the paused fraction.
+  Signal pause = EcnSignal();
+  pause.name = "pfc_pause_seconds";
+  pause.scale = 1e-6;
+  Store store;
+  SeriesId id = store.Register({"ethtool", "rx_prio3_pause_duration", "", 0, "eth0"}, pause);
+  int64_t t = 10 * kSec;
+  uint64_t us = 0;
+  for (int i = 0; i < 100; ++i) store.Append(id, t += 10 * kMs, us += 100);  // 1 % paused
+  store.Append(id, t += 10 * kMs, us += 7500);                               // 75 %
+  for (int i = 0; i < 10; ++i) store.Append(id, t += 10 * kMs, us += 100);
+  SeriesState st = store.Get(id)->state;
+  ASSERT_TRUE(st.peak_valid);
+  EXPECT_NEAR(st.peak_rate, 0.75, 1e-9);
+  EXPECT_EQ(st.microbursts, 1u);  // 75 % > 8 x 1 % and > the 5 % floor
+}
+
+TEST(BurstFloorTest, TableAndDefault) {
+  EXPECT_EQ(BurstFloorFor("ecn_marked_packets"), 1e3);
+  EXPECT_EQ(BurstFloorFor("pfc_pause_seconds"), 0.05);
+  EXPECT_EQ(BurstFloorFor("no_such_signal"), kDefaultBurstFloor);
+}
+
+}  // namespace
+}  // namespace fabricscope

@@ -1,0 +1,162 @@
+// Codec round-trip property tests: random and adversarial sequences.
+#include "store/chunk.h"
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+void ExpectRoundTrip(const std::vector<Sample>& in) {
+  EncodedChunk c = EncodeChunk(in);
+  ASSERT_EQ(c.header.count, in.size());
+  std::vector<Sample> out;
+  DecodeChunk(c.header, c.data.data(), &out);
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(out[i], in[i]) << "sample " << i;
+  }
+  // Every prefix decodes too (the head chunk is read while it grows).
+  if (!in.empty()) {
+    ChunkHeader h;
+    std::vector<uint8_t> buf(in.size() * kMaxSampleBytes + kMaxSampleBytes, 0);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ChunkWriter::Append(&h, buf.data(), in[i].ts_ns, in[i].value);
+      if (i % 97 == 0 || i + 1 == in.size()) {
+        std::vector<Sample> prefix;
+        DecodeChunk(h, buf.data(), &prefix);
+        ASSERT_EQ(prefix.size(), i + 1);
+        ASSERT_EQ(prefix.back(), in[i]);
+      }
+    }
+  }
+}
+
+TEST(ChunkTest, ZigZagRoundTripsExtremes) {
+  for (int64_t v : {int64_t{0}, int64_t{1}, int64_t{-1}, std::numeric_limits<int64_t>::max(),
+                    std::numeric_limits<int64_t>::min()}) {
+    EXPECT_EQ(UnZigZag(ZigZag(v)), v);
+  }
+  EXPECT_EQ(ZigZag(0), 0u);
+  EXPECT_EQ(ZigZag(-1), 1u);
+  EXPECT_EQ(ZigZag(1), 2u);
+}
+
+TEST(ChunkTest, EmptyAndSingle) {
+  ExpectRoundTrip({});
+  ExpectRoundTrip({{123, 456}});
+  ExpectRoundTrip({{std::numeric_limits<int64_t>::min(), UINT64_MAX}});
+}
+
+TEST(ChunkTest, ConstantCounterCostsOneBitPerSample) {
+  std::vector<Sample> in;
+  for (int i = 0; i < 8000; ++i) in.push_back({1'700'000'000'000'000'000 + i * 10'000'000LL, 42});
+  ExpectRoundTrip(in);
+  EncodedChunk c = EncodeChunk(in);
+  // The second sample sets the timestamp delta (one '1' + codes); the rest are '0'.
+  EXPECT_LE(c.data.size(), 8000 / 8 + 8);
+}
+
+TEST(ChunkTest, ResetsWrapsAndHugeJumps) {
+  std::vector<Sample> in;
+  int64_t ts = 1'000'000'000;
+  uint64_t v = 0;
+  const uint64_t steps[] = {
+      0, 1, 63, 64, 8191, 8192, (1u << 23), (1ull << 39), (1ull << 40), UINT64_MAX / 2, UINT64_MAX};
+  for (int round = 0; round < 3; ++round) {
+    for (uint64_t s : steps) {
+      ts += 10'000'000;
+      v += s;  // wraps modulo 2^64
+      in.push_back({ts, v});
+    }
+    ts += 10'000'000;
+    in.push_back({ts, 0});  // reset
+    ts += 10'000'000;
+    in.push_back({ts, 4294967290u});  // near a 32-bit wrap
+    ts += 10'000'000;
+    in.push_back({ts, 5});  // 32-bit wrap
+    ts += 10'000'000;
+    in.push_back({ts, UINT64_MAX});
+    ts += 10'000'000;
+    in.push_back({ts, 0});
+  }
+  ExpectRoundTrip(in);
+}
+
+TEST(ChunkTest, IrregularEqualAndBackwardsTimestamps) {
+  std::vector<Sample> in = {
+      {1000, 1},
+      {1000, 2},  // equal
+      {1000, 3},
+      {999, 4},  // clock stepped back
+      {5'000'000'000, 5},
+      {5'000'000'001, 5},
+      {std::numeric_limits<int64_t>::max(), 6},
+      {std::numeric_limits<int64_t>::min(), 7},
+      {0, 8},
+      {-5, 9},
+      {std::numeric_limits<int64_t>::max(), 10},
+  };
+  ExpectRoundTrip(in);
+}
+
+TEST(ChunkTest, RandomSequencesRoundTrip) {
+  std::mt19937_64 rng(12345);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<Sample> in;
+    const int n = 1 + static_cast<int>(rng() % 3000);
+    int64_t ts = static_cast<int64_t>(rng());
+    uint64_t v = rng();
+    const int mode = trial % 5;
+    for (int i = 0; i < n; ++i) {
+      switch (mode) {
+        case 0:  // fully random
+          ts = static_cast<int64_t>(rng());
+          v = rng();
+          break;
+        case 1:  // regular poll with jitter, small increments
+          ts += 10'000'000 + static_cast<int64_t>(rng() % 200'000) - 100'000;
+          v += rng() % 100;
+          break;
+        case 2:  // mostly idle, occasional large jumps and resets
+          ts += 10'000'000;
+          if (rng() % 50 == 0) v += rng() >> (rng() % 64);
+          if (rng() % 500 == 0) v = rng() % 10;
+          break;
+        case 3:  // random bucket boundaries for both codes
+          // Wrapping on purpose (two's complement), without signed overflow.
+          ts = static_cast<int64_t>(
+              static_cast<uint64_t>(ts) +
+              ((rng() & 1) ? (uint64_t{1} << (rng() % 63)) : -(uint64_t{1} << (rng() % 63))));
+          v += (uint64_t{1} << (rng() % 64)) - (rng() & 1);
+          break;
+        default:  // equal timestamps and constant runs
+          if (rng() % 3 == 0) ts += static_cast<int64_t>(rng() % 1000);
+          if (rng() % 10 == 0) v -= rng() % 1000;
+          break;
+      }
+      in.push_back({ts, v});
+    }
+    ExpectRoundTrip(in);
+    if (HasFatalFailure()) {
+      ADD_FAILURE() << "trial " << trial << " mode " << mode;
+      return;
+    }
+  }
+}
+
+TEST(ChunkTest, MinMaxTimestampsTracked) {
+  EncodedChunk c = EncodeChunk({{50, 1}, {10, 2}, {70, 3}, {60, 4}});
+  EXPECT_EQ(c.header.first_ts, 50);
+  EXPECT_EQ(c.header.last_ts, 60);
+  EXPECT_EQ(c.header.min_ts, 10);
+  EXPECT_EQ(c.header.max_ts, 70);
+  EXPECT_EQ(c.header.last_value, 4u);
+}
+
+}  // namespace
+}  // namespace fabricscope
