@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/service/grpc_status.h"
 
 namespace fabricscope {
 
@@ -17,11 +18,6 @@ static_assert(static_cast<int>(RejectReason::kTooManyAttributes) ==
               v1::REJECTION_REASON_TOO_MANY_ATTRIBUTES);
 static_assert(static_cast<int>(RejectReason::kAttributeTooLarge) ==
               v1::REJECTION_REASON_ATTRIBUTE_TOO_LARGE);
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 void FillPushResponse(const IngestResult& result, v1::PushResponse* response) {
   response->set_accepted_spans(result.accepted);

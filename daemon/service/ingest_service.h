@@ -19,15 +19,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "core/clock.h"
-#include "daemon/ingest/span_ingester.h"
 #include "core/metrics.h"
+#include "daemon/ingest/span_ingester.h"
 #include "fabricscope/v1/ingest.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fabricscope {
-
-// absl::Status -> grpc::Status (the codes are the same numbers).
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Fills a PushResponse from an ingest result.
 void FillPushResponse(const IngestResult& result, v1::PushResponse* response);

@@ -1,6 +1,6 @@
 #include "daemon/service/otlp_trace_service.h"
 
-#include "daemon/service/ingest_service.h"
+#include "daemon/service/grpc_status.h"
 
 namespace fabricscope {
 
