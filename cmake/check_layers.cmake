@@ -6,7 +6,7 @@
 #   10    store       store/
 #   20    collectors  collectors/                 (peers: neither includes
 #   20    exporters   exporters/                   the other)
-#   30    analysis    daemon/scheduler.*, daemon/{spans,correlate,detect,state}/
+#   30    analysis    daemon/scheduler.*, daemon/{spans,correlate,detect,query,state}/
 #   35    proto       generated fabricscope/v1/*.pb.h, opentelemetry/*.pb.h
 #   40    ingest      daemon/{ingest,recording}/
 #   50    service     daemon/service/             (gRPC adapters)
@@ -34,7 +34,7 @@ function(fabricscope_layer_of path out_rank out_name)
   elseif(path MATCHES "^exporters/")
     set(rank 20)
     set(name exporters)
-  elseif(path MATCHES "^daemon/(scheduler\\.|spans/|correlate/|detect/|state/)")
+  elseif(path MATCHES "^daemon/(scheduler\\.|spans/|correlate/|detect/|query/|state/)")
     set(rank 30)
     set(name analysis)
   elseif(path MATCHES "^(fabricscope/v1/|opentelemetry/)")

@@ -217,8 +217,9 @@ absl::Status Daemon::Init() {
     wopt.skip_held_spans = true;  // restored spans were aggregated before the restart
     correlation_worker_ = std::make_unique<CorrelationWorker>(
         span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
-    query_service_ = std::make_unique<QueryService>(span_store_.get(), correlator_.get(),
-                                                    store_.get(), events_.get(), clock_);
+    query_engine_ = std::make_unique<QueryEngine>(span_store_.get(), correlator_.get(),
+                                                  store_.get(), events_.get(), clock_);
+    query_service_ = std::make_unique<QueryService>(query_engine_.get());
     grpc_server_->AddService(query_service_.get());
   }
   if (!config_.replay_file.empty()) {

@@ -34,6 +34,7 @@
 #include "daemon/detect/detectors.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/ingest/span_ingester.h"
+#include "daemon/query/query_engine.h"
 #include "daemon/recording/replay.h"
 #include "daemon/scheduler.h"
 #include "daemon/service/grpc_server.h"
@@ -98,6 +99,8 @@ class Daemon {
   std::unique_ptr<Correlator> correlator_;
   std::unique_ptr<SpanAggregates> span_aggregates_;
   std::unique_ptr<CorrelationWorker> correlation_worker_;
+  // Query: the engine (selection and bounds) and its gRPC adapter.
+  std::unique_ptr<QueryEngine> query_engine_;
   std::unique_ptr<QueryService> query_service_;
   // --replay: feeds a recording instead of the collectors.
   std::unique_ptr<ReplayWorker> replay_;

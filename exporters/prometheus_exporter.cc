@@ -20,8 +20,8 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "prometheus/metric_type.h"
 #include "store/aggregates.h"
+#include "prometheus/metric_type.h"
 
 namespace fabricscope {
 namespace {
@@ -207,10 +207,6 @@ class DedupFamily {
 }  // namespace
 
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
-  return RenderStoreFamilies(store, NowNs());
-}
-
-std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store, int64_t now_ns) {
   std::vector<prometheus::MetricFamily> out;
   std::vector<SeriesSnapshot> snap = store.Snapshot();
 
@@ -221,6 +217,7 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store, in
   DedupFamily peaks(kPeakRate, DedupFamily::Merge::kMax);
   DedupFamily pause_peaks(kPauseFractionPeak, DedupFamily::Merge::kMax);
   DedupFamily bursts(kMicrobursts, DedupFamily::Merge::kSum);
+  const int64_t now_ns = NowNs();
   // A peak is as of the series' last sample: stale once that is older than the
   // window (plus one peak bucket), e.g. a series no longer polled.
   const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
@@ -304,7 +301,7 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store, in
   AddScalar(&out, kStoreSamples, static_cast<double>(stats.samples));
   AddScalar(&out, kStoreSeries, static_cast<double>(stats.series));
   AddScalar(&out, kStoreRetention,
-            stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (now_ns - stats.oldest_ts_ns) / 1e9));
+            stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (NowNs() - stats.oldest_ts_ns) / 1e9));
   AddScalar(&out, kStoreEvicted, static_cast<double>(stats.evicted_samples));
   return out;
 }

@@ -19,20 +19,15 @@
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "store/store.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
-#include "store/store.h"
 
 namespace fabricscope {
 
-// Renders the store's families (what StoreCollectable returns on a scrape),
-// as of the wall clock.
+// Renders the store's families (what StoreCollectable returns on a scrape).
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store);
-// The same as of `now_ns` (unix nanoseconds): the time that decides whether a
-// peak is stale and the age of the oldest sample (store retention). Tests pass
-// a fixed time to render a store with fixed timestamps deterministically.
-std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store, int64_t now_ns);
 
 class StoreCollectable final : public prometheus::Collectable {
  public:

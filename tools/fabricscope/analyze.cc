@@ -4,11 +4,13 @@
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/detect/detectors.h"
 #include "daemon/detect/event_log.h"
+#include "daemon/query/query_engine.h"
 #include "daemon/recording/replay.h"
-#include "daemon/service/query_service.h"
+#include "daemon/service/query_proto.h"
 #include "store/store.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
@@ -18,7 +20,6 @@ namespace fabricscope::cli {
 
 int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
   std::vector<std::string> rest;
   std::string file;
   for (const std::string& a : args) {
@@ -28,22 +29,15 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
       rest.push_back(a);
     }
   }
-  auto flags = Flags::Parse(rest, {"stall-thresholds"});
-  if (!flags.ok() || file.empty()) {
-    err << "fabricscope analyze: "
-        << (flags.ok() ? "a recording file is required" : flags.status().message()) << "\n"
-        << "usage: fabricscope analyze FILE [--stall-thresholds=NAME=DUR,...]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope analyze: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  auto thresholds = StallPolicy::Parse(flags->Get("stall-thresholds"));
+  const auto run = Invocation::Start(
+      ctx, "analyze", rest,
+      {.values = {"stall-thresholds"},
+       .usage = "usage: fabricscope analyze FILE [--stall-thresholds=NAME=DUR,...]\n"},
+      file.empty() ? "a recording file is required" : "");
+  if (!run) return kExitUsage;
+  auto thresholds = StallPolicy::Parse(run->flags().Get("stall-thresholds"));
   if (!thresholds.ok()) {
-    err << "fabricscope analyze: --stall-thresholds: " << thresholds.status().message() << "\n";
-    return kExitUsage;
+    return run->Usage(absl::StrCat("--stall-thresholds: ", thresholds.status().message()));
   }
 
   StoreOptions store_options;
@@ -58,29 +52,31 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
     feeder.Feed(line_no, line, &spans);
     return true;
   });
-  if (!read.ok()) {
-    err << "fabricscope analyze: " << read.message() << "\n";
-    return kExitFailure;
-  }
+  if (!read.ok()) return run->Fail(read.message());
   const RecordingStats& st = feeder.stats();
-  for (const std::string& m : st.messages)
-    err << "fabricscope analyze: " << file << ": " << m << "\n";
+  for (const std::string& m : st.messages) run->Say() << file << ": " << m << "\n";
   const uint64_t problems =
       st.malformed + st.unknown_counters + st.out_of_order + st.rejected_spans;
   if (problems > st.messages.size()) {
-    err << "fabricscope analyze: " << problems - st.messages.size() << " more problems not shown\n";
+    run->Say() << problems - st.messages.size() << " more problems not shown\n";
   }
 
-  v1::EventsResponse ev;
-  for (const DetectorEvent& e : events.List(INT64_MIN, INT64_MAX, "")) {
-    EventToProto(e, ev.add_events());
-  }
+  // The daemon's query engine over the recording: every event it raised and
+  // each recorded span's verdict, in the messages the daemon would send.
   Correlator correlator(&store, CorrelationOptions{}, StallPolicy(*thresholds));
+  const QueryEngine engine(/*spans=*/nullptr, &correlator, &store, &events, RealClock::Get());
+  EventsQuery every_event;
+  every_event.time_range = {INT64_MIN, INT64_MAX};
+  auto listed = engine.Events(every_event);
+  if (!listed.ok()) return run->Fail(listed.status().message());  // the range is valid
+  v1::EventsResponse ev;
+  for (const DetectorEvent& e : *listed) EventToProto(e, ev.add_events());
   v1::CorrelateResponse verdicts;
   for (const Span& span : spans) {
-    FillSpanVerdict(span, correlator.Correlate(span), false, verdicts.add_spans());
+    FillSpanVerdict(span, engine.CorrelateSpan(span, /*include_all_series=*/false),
+                    verdicts.add_spans());
   }
-  if (common->json) {
+  if (run->json()) {
     std::string events_json = EventsJson(ev);
     std::string spans_json = CorrelateJson(verdicts);
     while (!events_json.empty() && events_json.back() == '\n') events_json.pop_back();

@@ -106,73 +106,54 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
 
 int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
-  auto flags =
-      Flags::Parse(args, {"trace-id", "span-id", "since", "name", "limit"}, {"all-series"});
-  if (!flags.ok()) {
-    err << "fabricscope correlate: " << flags.status().message() << "\n"
-        << "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
-           "[--name N] [--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope correlate: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  const int selectors = flags->Has("trace-id") + flags->Has("span-id") + flags->Has("since");
+  const auto run = Invocation::Start(
+      ctx, "correlate", args,
+      {.values = {"trace-id", "span-id", "since", "name", "limit"},
+       .bools = {"all-series"},
+       .usage = "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
+                "[--name N] [--all-series] [--limit N] [--server HOST:PORT] "
+                "[--output human|json]\n"});
+  if (!run) return kExitUsage;
+  const Flags& flags = run->flags();
+  const int selectors = flags.Has("trace-id") + flags.Has("span-id") + flags.Has("since");
   if (selectors != 1) {
-    err << "fabricscope correlate: exactly one of --trace-id, --span-id, --since is required\n";
-    return kExitUsage;
+    return run->Usage("exactly one of --trace-id, --span-id, --since is required");
   }
   v1::CorrelateRequest req;
-  if (flags->Has("trace-id")) {
-    auto id = ParseHexId(flags->Get("trace-id"), 16, "trace-id");
-    if (!id.ok()) {
-      err << "fabricscope correlate: " << id.status().message() << "\n";
-      return kExitUsage;
-    }
+  if (flags.Has("trace-id")) {
+    auto id = ParseHexId(flags.Get("trace-id"), 16, "trace-id");
+    if (!id.ok()) return run->Usage(id.status().message());
     req.set_trace_id(*id);
-  } else if (flags->Has("span-id")) {
-    auto id = ParseHexId(flags->Get("span-id"), 8, "span-id");
-    if (!id.ok()) {
-      err << "fabricscope correlate: " << id.status().message() << "\n";
-      return kExitUsage;
-    }
+  } else if (flags.Has("span-id")) {
+    auto id = ParseHexId(flags.Get("span-id"), 8, "span-id");
+    if (!id.ok()) return run->Usage(id.status().message());
     req.set_span_id(*id);
   } else {
-    auto since = ParseSince(flags->Get("since"));
-    if (!since.ok()) {
-      err << "fabricscope correlate: " << since.status().message() << "\n";
-      return kExitUsage;
-    }
+    auto since = ParseSince(flags.Get("since"));
+    if (!since.ok()) return run->Usage(since.status().message());
     const int64_t now = NowUnixNano();
     req.mutable_time_range()->set_from_unix_nano(
         static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
     // Spans may end up to a minute in the future (clock skew, ingest limit).
     req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
   }
-  if (flags->Has("name")) req.set_name(flags->Get("name"));
-  if (flags->Has("limit")) {
+  if (flags.Has("name")) req.set_name(flags.Get("name"));
+  if (flags.Has("limit")) {
     int limit;
-    if (!absl::SimpleAtoi(flags->Get("limit"), &limit) || limit <= 0) {
-      err << "fabricscope correlate: --limit must be a positive integer\n";
-      return kExitUsage;
+    if (!absl::SimpleAtoi(flags.Get("limit"), &limit) || limit <= 0) {
+      return run->Usage("--limit must be a positive integer");
     }
     req.set_limit(static_cast<uint32_t>(limit));
   }
-  req.set_include_all_series(flags->Has("all-series"));
+  req.set_include_all_series(flags.Has("all-series"));
 
-  auto stub = MakeQueryStub(common->server);
+  auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::CorrelateResponse resp;
   grpc::Status s = stub->Correlate(&call, req, &resp);
-  if (!s.ok()) {
-    err << "fabricscope correlate: " << common->server << ": " << s.error_message() << "\n";
-    return kExitFailure;
-  }
-  out << (common->json ? CorrelateJson(resp) : CorrelateHuman(resp));
+  if (!s.ok()) return run->CallFailed(s.error_message());
+  out << (run->json() ? CorrelateJson(resp) : CorrelateHuman(resp));
   return kExitOk;
 }
 

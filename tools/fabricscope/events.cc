@@ -48,40 +48,29 @@ std::string EventsHuman(const v1::EventsResponse& response) {
 
 int RunEvents(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
-  auto flags = Flags::Parse(args, {"since", "detector"}, {"active"});
-  if (!flags.ok()) {
-    err << "fabricscope events: " << flags.status().message() << "\n"
-        << "usage: fabricscope events [--since=DUR] [--detector=NAME] [--active]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope events: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  auto since = ParseSince(flags->Get("since", "1h"));
-  if (!since.ok()) {
-    err << "fabricscope events: " << since.status().message() << "\n";
-    return kExitUsage;
-  }
+  const auto run = Invocation::Start(
+      ctx, "events", args,
+      {.values = {"since", "detector"},
+       .bools = {"active"},
+       .usage = "usage: fabricscope events [--since=DUR] [--detector=NAME] [--active]\n"});
+  if (!run) return kExitUsage;
+  const Flags& flags = run->flags();
+  auto since = ParseSince(flags.Get("since", "1h"));
+  if (!since.ok()) return run->Usage(since.status().message());
   v1::EventsRequest req;
   const int64_t now = NowUnixNano();
   req.mutable_time_range()->set_from_unix_nano(
       static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
   req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
-  req.set_detector(flags->Get("detector"));
-  req.set_active_only(flags->Has("active"));
-  auto stub = MakeQueryStub(common->server);
+  req.set_detector(flags.Get("detector"));
+  req.set_active_only(flags.Has("active"));
+  auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::EventsResponse resp;
   grpc::Status s = stub->Events(&call, req, &resp);
-  if (!s.ok()) {
-    err << "fabricscope events: " << common->server << ": " << s.error_message() << "\n";
-    return kExitFailure;
-  }
-  out << (common->json ? EventsJson(resp) : EventsHuman(resp));
+  if (!s.ok()) return run->CallFailed(s.error_message());
+  out << (run->json() ? EventsJson(resp) : EventsHuman(resp));
   return kExitOk;
 }
 

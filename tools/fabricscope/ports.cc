@@ -39,28 +39,17 @@ std::string PortsHuman(const v1::PortsResponse& response) {
 
 int RunPorts(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
-  auto flags = Flags::Parse(args, {});
-  if (!flags.ok()) {
-    err << "fabricscope ports: " << flags.status().message() << "\n"
-        << "usage: fabricscope ports [--server HOST:PORT] [--output human|json]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope ports: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  auto stub = MakeQueryStub(common->server);
+  const auto run = Invocation::Start(
+      ctx, "ports", args,
+      {.usage = "usage: fabricscope ports [--server HOST:PORT] [--output human|json]\n"});
+  if (!run) return kExitUsage;
+  auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::PortsResponse resp;
   grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &resp);
-  if (!s.ok()) {
-    err << "fabricscope ports: " << common->server << ": " << s.error_message() << "\n";
-    return kExitFailure;
-  }
-  out << (common->json ? PortsJson(resp) : PortsHuman(resp));
+  if (!s.ok()) return run->CallFailed(s.error_message());
+  out << (run->json() ? PortsJson(resp) : PortsHuman(resp));
   return kExitOk;
 }
 

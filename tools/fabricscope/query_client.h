@@ -1,11 +1,7 @@
-// Shared plumbing of the query subcommands (correlate, series, ports, top):
-// their flag parser, the global --server/--output (CliContext), a Query stub,
-// and small formatting helpers (hex ids, JSON strings, rates, durations).
-//
-// Subcommands are SubcommandFn (cli.h): they get the global context and the
-// arguments after their name and return the process exit code: 0 success,
-// 1 the call failed (server unreachable, error status), 2 bad usage (the
-// message names the flag).
+// Shared plumbing of the query subcommands (correlate, series, ports, top,
+// events, record): the channel and Query stub (with --tls-*), and small
+// formatting helpers (hex ids, JSON strings, rates, durations). Their flag
+// parser and preamble are in tools/fabricscope/cli.h.
 #pragma once
 
 #include <cstdint>
@@ -23,32 +19,6 @@
 #include "tools/fabricscope/cli.h"
 
 namespace fabricscope::cli {
-
-inline constexpr absl::string_view kDefaultServer = "127.0.0.1:9479";
-
-// Parsed "--name=value" / "--name value" flags. Unknown flags are errors.
-class Flags {
- public:
-  // `known`: flag names (without dashes) that take a value; `bools`: flags
-  // without a value.
-  static absl::StatusOr<Flags> Parse(const std::vector<std::string>& args,
-                                     const std::vector<std::string>& known,
-                                     const std::vector<std::string>& bools = {});
-  bool Has(absl::string_view name) const;
-  std::string Get(absl::string_view name, absl::string_view def = "") const;
-  // Every value of a repeatable flag, in command-line order.
-  std::vector<std::string> GetAll(absl::string_view name) const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> values_;
-};
-
-// The global --server and --output (parsed by main.cc into CliContext).
-struct CommonOptions {
-  std::string server = std::string(kDefaultServer);
-  bool json = false;
-};
-absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx);
 
 std::unique_ptr<v1::Query::Stub> MakeQueryStub(const std::string& server);
 // The channel every subcommand uses: TLS when UseTls was called, else plain.
@@ -75,10 +45,5 @@ std::string FormatRate(double per_second);
 absl::StatusOr<absl::Duration> ParseSince(absl::string_view text);
 // Unix nanoseconds now.
 int64_t NowUnixNano();
-
-// Exit codes.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
 
 }  // namespace fabricscope::cli

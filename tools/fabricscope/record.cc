@@ -5,31 +5,23 @@
 #include <iostream>
 #include <memory>
 
-#include "daemon/recording/recording.h"
+#include "absl/strings/str_cat.h"
 #include "core/series.h"
+#include "daemon/recording/recording.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
 
 int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
-  std::ostream& err = std::cerr;
-  auto flags = Flags::Parse(args, {"since", "out"});
-  if (!flags.ok()) {
-    err << "fabricscope record: " << flags.status().message() << "\n"
-        << "usage: fabricscope record [--since=DUR] [--out=FILE]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope record: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  auto since = ParseSince(flags->Get("since", "5m"));
-  if (!since.ok()) {
-    err << "fabricscope record: " << since.status().message() << "\n";
-    return kExitUsage;
-  }
+  const auto run =
+      Invocation::Start(ctx, "record", args,
+                        {.values = {"since", "out"},
+                         .usage = "usage: fabricscope record [--since=DUR] [--out=FILE]\n"});
+  if (!run) return kExitUsage;
+  const Flags& flags = run->flags();
+  auto since = ParseSince(flags.Get("since", "5m"));
+  if (!since.ok()) return run->Usage(since.status().message());
   v1::RecordRequest req;
   const int64_t now = NowUnixNano();
   req.mutable_time_range()->set_from_unix_nano(
@@ -43,7 +35,7 @@ int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
     std::string text;
   };
   std::vector<Line> lines;
-  auto stub = MakeQueryStub(common->server);
+  auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   auto reader = stub->Record(&call, req);
@@ -63,34 +55,25 @@ int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
     }
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) {
-    err << "fabricscope record: " << common->server << ": " << s.error_message() << "\n";
-    return kExitFailure;
-  }
+  if (!s.ok()) return run->CallFailed(s.error_message());
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
     return a.ts != b.ts ? a.ts < b.ts : a.order < b.order;
   });
-  const std::string path = flags->Get("out");
+  const std::string path = flags.Get("out");
   std::unique_ptr<FILE, int (*)(FILE*)> file(nullptr, fclose);
   FILE* out = stdout;
   if (!path.empty() && path != "-") {
     file.reset(std::fopen(path.c_str(), "w"));
-    if (!file) {
-      err << "fabricscope record: cannot write " << path << "\n";
-      return kExitFailure;
-    }
+    if (!file) return run->Fail(absl::StrCat("cannot write ", path));
     out = file.get();
   }
   for (const Line& l : lines) {
     std::fputs(l.text.c_str(), out);
     std::fputc('\n', out);
   }
-  if (std::fflush(out) != 0 || std::ferror(out)) {
-    err << "fabricscope record: write error\n";
-    return kExitFailure;
-  }
-  err << "fabricscope record: " << lines.size() << " lines (" << series << " series)"
-      << (path.empty() || path == "-" ? "" : " to " + path) << "\n";
+  if (std::fflush(out) != 0 || std::ferror(out)) return run->Fail("write error");
+  run->Say() << lines.size() << " lines (" << series << " series)"
+             << (path.empty() || path == "-" ? "" : " to " + path) << "\n";
   return kExitOk;
 }
 

@@ -88,46 +88,29 @@ std::string SeriesHuman(const v1::SeriesResponse& response) {
 
 int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
-  auto flags = Flags::Parse(args, {"signal", "since", "label", "max-samples"});
-  const char* kUsage =
-      "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE]... [--max-samples N] "
-      "[--server HOST:PORT] [--output human|json]\n";
-  if (!flags.ok()) {
-    err << "fabricscope series: " << flags.status().message() << "\n" << kUsage;
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope series: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
-  if (!flags->Has("signal")) {
-    err << "fabricscope series: --signal is required\n" << kUsage;
-    return kExitUsage;
-  }
-  auto since = ParseSince(flags->Get("since", "10s"));
-  if (!since.ok()) {
-    err << "fabricscope series: " << since.status().message() << "\n";
-    return kExitUsage;
-  }
+  const auto run = Invocation::Start(
+      ctx, "series", args,
+      {.values = {"signal", "since", "label", "max-samples"},
+       .usage = "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE]... "
+                "[--max-samples N] [--server HOST:PORT] [--output human|json]\n"});
+  if (!run) return kExitUsage;
+  const Flags& flags = run->flags();
+  if (!flags.Has("signal")) return run->UsageWithHelp("--signal is required");
+  auto since = ParseSince(flags.Get("since", "10s"));
+  if (!since.ok()) return run->Usage(since.status().message());
   v1::SeriesRequest req;
-  req.set_signal(flags->Get("signal"));
-  for (const std::string& label : flags->GetAll("label")) {  // every --label must match
+  req.set_signal(flags.Get("signal"));
+  for (const std::string& label : flags.GetAll("label")) {  // every --label must match
     std::pair<std::string, std::string> kv = absl::StrSplit(label, absl::MaxSplits('=', 1));
-    if (kv.first.empty()) {
-      err << "fabricscope series: --label must be NAME=VALUE\n";
-      return kExitUsage;
-    }
+    if (kv.first.empty()) return run->Usage("--label must be NAME=VALUE");
     auto* m = req.add_matchers();
     m->set_label(kv.first);
     m->set_value(kv.second);
   }
-  if (flags->Has("max-samples")) {
+  if (flags.Has("max-samples")) {
     int n;
-    if (!absl::SimpleAtoi(flags->Get("max-samples"), &n) || n <= 0) {
-      err << "fabricscope series: --max-samples must be a positive integer\n";
-      return kExitUsage;
+    if (!absl::SimpleAtoi(flags.Get("max-samples"), &n) || n <= 0) {
+      return run->Usage("--max-samples must be a positive integer");
     }
     req.set_max_samples_per_series(static_cast<uint32_t>(n));
   }
@@ -135,16 +118,13 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   req.mutable_time_range()->set_from_unix_nano(
       static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
   req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now));
-  auto stub = MakeQueryStub(common->server);
+  auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::SeriesResponse resp;
   grpc::Status s = stub->Series(&call, req, &resp);
-  if (!s.ok()) {
-    err << "fabricscope series: " << common->server << ": " << s.error_message() << "\n";
-    return kExitFailure;
-  }
-  out << (common->json ? SeriesJson(resp) : SeriesHuman(resp));
+  if (!s.ok()) return run->CallFailed(s.error_message());
+  out << (run->json() ? SeriesJson(resp) : SeriesHuman(resp));
   return kExitOk;
 }
 

@@ -222,30 +222,20 @@ std::string TopModel::RenderJson(int64_t now_ns) const {
 
 int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
-  std::ostream& err = std::cerr;
-  auto flags = Flags::Parse(args, {"iterations", "interval"});
-  if (!flags.ok()) {
-    err << "fabricscope top: " << flags.status().message() << "\n"
-        << "usage: fabricscope top [--interval DUR] [--iterations N] [--server HOST:PORT] "
-           "[--output human|json]\n";
-    return kExitUsage;
-  }
-  auto common = ParseCommon(ctx);
-  if (!common.ok()) {
-    err << "fabricscope top: " << common.status().message() << "\n";
-    return kExitUsage;
-  }
+  const auto run = Invocation::Start(
+      ctx, "top", args,
+      {.values = {"iterations", "interval"},
+       .usage = "usage: fabricscope top [--interval DUR] [--iterations N] [--server HOST:PORT] "
+                "[--output human|json]\n"});
+  if (!run) return kExitUsage;
+  const Flags& flags = run->flags();
   int64_t iterations = -1;
-  if (flags->Has("iterations") &&
-      (!absl::SimpleAtoi(flags->Get("iterations"), &iterations) || iterations <= 0)) {
-    err << "fabricscope top: --iterations must be a positive integer\n";
-    return kExitUsage;
+  if (flags.Has("iterations") &&
+      (!absl::SimpleAtoi(flags.Get("iterations"), &iterations) || iterations <= 0)) {
+    return run->Usage("--iterations must be a positive integer");
   }
-  auto interval = ParseSince(flags->Get("interval", "1s"));
-  if (!interval.ok()) {
-    err << "fabricscope top: --interval must be a positive duration such as 1s\n";
-    return kExitUsage;
-  }
+  auto interval = ParseSince(flags.Get("interval", "1s"));
+  if (!interval.ok()) return run->Usage("--interval must be a positive duration such as 1s");
   const int64_t window_ns = absl::ToInt64Nanoseconds(*interval);
 
   struct sigaction sa {};
@@ -253,17 +243,14 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
   sigaction(SIGINT, &sa, nullptr);
   RawStdin raw;
   const bool tty_out = isatty(STDOUT_FILENO) && &out == &std::cout;
-  auto stub = MakeQueryStub(common->server);
+  auto stub = MakeQueryStub(run->server());
   TopModel model;
   {
     grpc::ClientContext call;
     call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::PortsResponse ports;
     grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &ports);
-    if (!s.ok()) {
-      err << "fabricscope top: " << common->server << ": " << s.error_message() << "\n";
-      return kExitFailure;
-    }
+    if (!s.ok()) return run->CallFailed(s.error_message());
     model.SetPorts(ports);
   }
   for (int64_t n = 0; iterations < 0 || n < iterations; ++n) {
@@ -279,10 +266,7 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
         call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
         v1::SeriesResponse resp;
         grpc::Status s = stub->Series(&call, req, &resp);
-        if (!s.ok()) {
-          err << "fabricscope top: " << common->server << ": " << s.error_message() << "\n";
-          return kExitFailure;
-        }
+        if (!s.ok()) return run->CallFailed(s.error_message());
         model.Update(static_cast<TopColumn>(c), resp, window_ns);
       }
     }
@@ -296,7 +280,7 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
       v1::EventsResponse resp;
       if (grpc::Status s = stub->Events(&call, req, &resp); s.ok()) model.SetActiveEvents(resp);
     }
-    if (common->json) {
+    if (run->json()) {
       out << model.RenderJson(now);
     } else {
       if (tty_out) out << "\033[H\033[2J";

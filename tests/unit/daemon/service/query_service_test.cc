@@ -24,7 +24,8 @@ class QueryServiceTest : public ::testing::Test {
         detectors_({}, &store_, &events_, nullptr),
         spans_({}, &clock_, nullptr),
         correlator_(&store_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
-        service_(&spans_, &correlator_, &store_, &events_, &clock_) {
+        engine_(&spans_, &correlator_, &store_, &events_, &clock_),
+        service_(&engine_) {
     store_.SetObserver(&detectors_);
     store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
     store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
@@ -59,6 +60,7 @@ class QueryServiceTest : public ::testing::Test {
   DetectorEngine detectors_;
   SpanStore spans_;
   Correlator correlator_;
+  QueryEngine engine_;
   QueryService service_;
 };
 

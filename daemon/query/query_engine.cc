@@ -1,0 +1,164 @@
+#include "daemon/query/query_engine.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr char kBackwards[] = "time_range: to_unix_nano is before from_unix_nano";
+
+// The value of `label` for a series ("" when it has no such label).
+std::string LabelOf(const SeriesSnapshot& s, const std::string& label) {
+  const SeriesKey& k = *s.key;
+  if (label == "device") return k.device;
+  if (label == "port") return k.port == 0 ? "" : absl::StrCat(k.port);
+  if (label == "netdev") return k.netdev;
+  if (label == "source") return k.source;
+  if (label == "name") return k.name;
+  return std::string(s.signal->Label(label));
+}
+
+bool Complete(const SeriesSnapshot& s) {
+  return s.key != nullptr && s.signal != nullptr && s.signal->family != nullptr;
+}
+
+}  // namespace
+
+bool QueryEngine::Resolve(const QueryTimeRange& range, int64_t* from, int64_t* to) const {
+  *to = range.to_unix_nano;
+  *from = range.from_unix_nano;
+  if (*to == 0) *to = clock_->RealtimeNs();
+  if (*from == 0) *from = *to - 60'000'000'000;
+  return *from <= *to;
+}
+
+SeriesSamples QueryEngine::Read(const SeriesSnapshot& s, int64_t from, int64_t to,
+                                size_t max_samples) const {
+  SeriesSamples out;
+  out.key = s.key;
+  out.signal = s.signal;
+  out.state = s.state;
+  for (const std::string& l : s.signal->family->labels) out.labels.emplace_back(l, LabelOf(s, l));
+  out.samples = store_->ReadRange(s.id, from, to);
+  if (out.samples.size() > max_samples) {  // keep the newest
+    out.samples.erase(
+        out.samples.begin(),
+        out.samples.begin() + static_cast<ptrdiff_t>(out.samples.size() - max_samples));
+    out.truncated = true;
+  }
+  return out;
+}
+
+SpanCorrelation QueryEngine::CorrelateSpan(const Span& span, bool include_all_series) const {
+  SpanCorrelation c = correlator_->Correlate(span);
+  if (!include_all_series) {  // the anomalous ones are a prefix
+    c.series.erase(c.series.begin() + static_cast<ptrdiff_t>(c.Anomalous().size()), c.series.end());
+  }
+  return c;
+}
+
+absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
+    const CorrelateQuery& query) const {
+  const uint32_t limit = query.limit == 0 ? kMaxSpans : std::min(query.limit, kMaxSpans);
+  std::vector<SpanRef> spans;
+  switch (query.selector) {
+    case CorrelateQuery::Selector::kTraceId: {
+      if (query.id.size() != 16) return absl::InvalidArgumentError("trace_id must be 16 bytes");
+      TraceId id;
+      std::copy(query.id.begin(), query.id.end(), id.begin());
+      if (spans_ != nullptr) spans = spans_->FindByTraceId(id, limit);
+      break;
+    }
+    case CorrelateQuery::Selector::kSpanId: {
+      if (query.id.size() != 8) return absl::InvalidArgumentError("span_id must be 8 bytes");
+      SpanId id;
+      std::copy(query.id.begin(), query.id.end(), id.begin());
+      if (spans_ != nullptr) spans = spans_->FindBySpanId(id);
+      if (spans.size() > limit) spans.resize(limit);
+      break;
+    }
+    case CorrelateQuery::Selector::kTimeRange: {
+      const QueryTimeRange& r = query.time_range;
+      if (r.to_unix_nano < r.from_unix_nano) return absl::InvalidArgumentError(kBackwards);
+      if (spans_ != nullptr) {
+        spans = spans_->FindOverlapping(r.from_unix_nano, r.to_unix_nano, query.name, limit);
+      }
+      break;
+    }
+    case CorrelateQuery::Selector::kNone:
+      return absl::InvalidArgumentError("one of trace_id, span_id or time_range is required");
+  }
+  std::vector<CorrelatedSpan> out;
+  out.reserve(spans.size());
+  for (SpanRef& span : spans) {
+    SpanCorrelation c = CorrelateSpan(*span, query.include_all_series);
+    out.push_back({std::move(span), std::move(c)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery& query) const {
+  int64_t from = 0, to = 0;
+  if (!Resolve(query.time_range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
+  const uint32_t max_series = query.max_series == 0 ? kDefaultMaxSeries : query.max_series;
+  const uint32_t max_samples =
+      query.max_samples_per_series == 0 ? kDefaultMaxSamples : query.max_samples_per_series;
+  const std::string& want = query.signal;
+  std::vector<SeriesSamples> out;
+  for (const SeriesSnapshot& s : store_->Snapshot()) {
+    if (!Complete(s)) continue;
+    if (!want.empty() && want != s.signal->name && want != s.signal->family->name &&
+        want != s.key->name) {
+      continue;
+    }
+    const bool match =
+        std::all_of(query.matchers.begin(), query.matchers.end(),
+                    [&](const LabelMatcher& m) { return LabelOf(s, m.label) == m.value; });
+    if (!match) continue;
+    if (out.size() >= max_series) break;
+    out.push_back(Read(s, from, to, max_samples));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery& query) const {
+  int64_t from = 0, to = 0;
+  if (!Resolve(query.time_range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
+  std::vector<DetectorEvent> out;
+  if (events_ == nullptr) return out;
+  out = events_->List(from, to, query.detector);
+  if (query.active_only) {
+    out.erase(
+        std::remove_if(out.begin(), out.end(), [](const DetectorEvent& e) { return !e.active(); }),
+        out.end());
+  }
+  return out;
+}
+
+std::vector<PortInfo> QueryEngine::Ports() const { return store_->Ports(); }
+
+absl::Status QueryEngine::Record(const QueryTimeRange& range, RecordSink& sink) const {
+  int64_t from = 0, to = 0;
+  if (!Resolve(range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
+  for (const SeriesSnapshot& s : store_->Snapshot()) {
+    if (absl::Status st = sink.Check(); !st.ok()) return st;
+    if (!Complete(s)) continue;
+    SeriesSamples series = Read(s, from, to, SIZE_MAX);
+    if (series.samples.empty()) continue;
+    if (absl::Status st = sink.OnSeries(series); !st.ok()) return st;
+  }
+  if (spans_ == nullptr) return absl::OkStatus();
+  const std::vector<SpanRef> spans = spans_->FindOverlapping(from, to, {}, SIZE_MAX);
+  for (size_t i = 0; i < spans.size(); i += kRecordSpanBatch) {
+    const size_t n = std::min(kRecordSpanBatch, spans.size() - i);
+    if (absl::Status st = sink.OnSpans(absl::MakeConstSpan(spans).subspan(i, n)); !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope

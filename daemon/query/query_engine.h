@@ -1,0 +1,166 @@
+// QueryEngine: the transport-free answers of the query API
+// (proto/fabricscope/v1/query.proto): which spans to correlate (by trace id,
+// span id or time range) and their verdicts, which series and samples, which
+// detector events, the port inventory, and what a recording of a time range
+// holds. It selects, bounds and validates; the rules of a verdict live in the
+// correlator (daemon/correlate/correlator.h).
+//
+// It knows nothing of gRPC or protobuf: plain request structs in, plain
+// results or absl::StatusOr out (errors are INVALID_ARGUMENT with the message
+// the API documents). The gRPC adapter is daemon/service/query_service.h; the
+// CLI's offline `analyze` asks it directly.
+//
+// Time ranges: Unix nanoseconds, inclusive at both ends. Where a request says
+// "0 = unset", a `to` of 0 is the clock's now and a `from` of 0 is a minute
+// before `to`.
+//
+// Thread-safety: every method is const and thread-safe (gRPC calls them
+// concurrently) as long as the borrowed objects are, which they all are.
+// Ownership: everything is borrowed and must outlive the engine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/clock.h"
+#include "core/series.h"
+#include "daemon/correlate/correlator.h"
+#include "daemon/detect/event_log.h"
+#include "daemon/spans/span_store.h"
+#include "store/store.h"
+
+namespace fabricscope {
+
+struct QueryTimeRange {
+  int64_t from_unix_nano = 0;
+  int64_t to_unix_nano = 0;
+};
+
+// Query.Correlate: exactly one selector.
+struct CorrelateQuery {
+  enum class Selector { kNone, kTraceId, kSpanId, kTimeRange };
+  Selector selector = Selector::kNone;
+  // kTraceId: 16 raw bytes; kSpanId: 8 raw bytes.
+  std::string id;
+  // kTimeRange: the spans overlapping it (both ends as given, no defaults;
+  // `to` before `from` is an error), only those named `name` unless empty.
+  QueryTimeRange time_range;
+  std::string name;
+  // At most this many spans (0 = QueryEngine::kMaxSpans; capped at it).
+  uint32_t limit = 0;
+  // Keep every in-scope series in the verdicts, not only the anomalous ones.
+  bool include_all_series = false;
+};
+
+// A span with its verdict. correlation.series holds only the anomalous
+// series unless the query asked for all.
+struct CorrelatedSpan {
+  SpanRef span;
+  SpanCorrelation correlation;
+};
+
+// A label that a series must carry with this exact value ("" matches a series
+// without the label).
+struct LabelMatcher {
+  std::string label;
+  std::string value;
+};
+
+// Query.Series.
+struct SeriesQuery {
+  // A signal name, a family name or a raw counter name; "" matches every one.
+  std::string signal;
+  std::vector<LabelMatcher> matchers;   // all must match
+  QueryTimeRange time_range;            // 0 = unset
+  uint32_t max_series = 0;              // 0 = QueryEngine::kDefaultMaxSeries
+  uint32_t max_samples_per_series = 0;  // 0 = QueryEngine::kDefaultMaxSamples
+};
+
+// One series with its samples in a time range.
+struct SeriesSamples {
+  const SeriesKey* key = nullptr;  // owned by the store; never null here
+  const Signal* signal = nullptr;  // ditto; signal->family is never null
+  SeriesState state;
+  // The family's labels and this series' value of each, in family order.
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<Sample> samples;  // oldest first
+  bool truncated = false;       // older samples were dropped (max samples)
+};
+
+// Query.Events.
+struct EventsQuery {
+  QueryTimeRange time_range;  // 0 = unset
+  std::string detector;       // "" = every detector
+  bool active_only = false;
+};
+
+// Receives what Query.Record streams: every series with samples in the range
+// (one call each), then the overlapping spans in batches. A non-OK status
+// from any method ends the walk and is returned by QueryEngine::Record.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // Asked before each series is read (e.g. "the caller went away").
+  virtual absl::Status Check() { return absl::OkStatus(); }
+  virtual absl::Status OnSeries(const SeriesSamples& series) = 0;
+  // At most QueryEngine::kRecordSpanBatch spans, ordered by start.
+  virtual absl::Status OnSpans(absl::Span<const SpanRef> spans) = 0;
+};
+
+class QueryEngine {
+ public:
+  static constexpr uint32_t kMaxSpans = 10000;
+  static constexpr uint32_t kDefaultMaxSeries = 1000;
+  static constexpr uint32_t kDefaultMaxSamples = 100000;
+  static constexpr size_t kRecordSpanBatch = 1000;
+
+  // `spans` may be null (no span store: Correlate and Record find no spans);
+  // `events` may be null (no detectors: Events returns an empty list).
+  QueryEngine(const SpanStore* spans, const Correlator* correlator, const Store* store,
+              const EventLog* events, Clock* clock)
+      : spans_(spans), correlator_(correlator), store_(store), events_(events), clock_(clock) {}
+
+  // The selected spans, each with its verdict, in the span store's order.
+  // INVALID_ARGUMENT: no selector, an id of the wrong size, a backwards range.
+  absl::StatusOr<std::vector<CorrelatedSpan>> Correlate(const CorrelateQuery& query) const;
+
+  // The verdict of one span that need not be in the span store (offline
+  // analysis of a recording), trimmed as in Correlate.
+  SpanCorrelation CorrelateSpan(const Span& span, bool include_all_series) const;
+
+  // Matching series in store order, at most max_series, each with its newest
+  // max_samples_per_series samples in the range. INVALID_ARGUMENT: a
+  // backwards range.
+  absl::StatusOr<std::vector<SeriesSamples>> Series(const SeriesQuery& query) const;
+
+  // Detector events overlapping the range, in id order. INVALID_ARGUMENT: a
+  // backwards range.
+  absl::StatusOr<std::vector<DetectorEvent>> Events(const EventsQuery& query) const;
+
+  // The port inventory.
+  std::vector<PortInfo> Ports() const;
+
+  // Walks what a recording of `range` (0 = unset) holds into `sink`: every
+  // series with samples in it (all of them), then every span overlapping it.
+  // INVALID_ARGUMENT: a backwards range; else the sink's first error, or OK.
+  absl::Status Record(const QueryTimeRange& range, RecordSink& sink) const;
+
+ private:
+  // Fills in the defaults of a range; false when `to` is before `from`.
+  bool Resolve(const QueryTimeRange& range, int64_t* from, int64_t* to) const;
+  SeriesSamples Read(const SeriesSnapshot& s, int64_t from, int64_t to, size_t max_samples) const;
+
+  const SpanStore* const spans_;
+  const Correlator* const correlator_;
+  const Store* const store_;
+  const EventLog* const events_;
+  Clock* const clock_;
+};
+
+}  // namespace fabricscope

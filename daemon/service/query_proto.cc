@@ -1,0 +1,194 @@
+#include "daemon/service/query_proto.h"
+
+#include <string>
+
+#include "daemon/correlate/signal_class.h"
+
+namespace fabricscope {
+namespace {
+
+v1::Verdict ToProto(Verdict v) {
+  switch (v) {
+    case Verdict::kFabric:
+      return v1::VERDICT_FABRIC;
+    case Verdict::kClean:
+      return v1::VERDICT_CLEAN;
+    case Verdict::kUnknown:
+      return v1::VERDICT_UNKNOWN;
+  }
+  return v1::VERDICT_UNSPECIFIED;
+}
+
+v1::SpanKind SpanKindToProto(SpanKind k) {
+  switch (k) {
+    case SpanKind::kRequest:
+      return v1::SPAN_KIND_REQUEST;
+    case SpanKind::kPrefill:
+      return v1::SPAN_KIND_PREFILL;
+    case SpanKind::kDecodeStep:
+      return v1::SPAN_KIND_DECODE_STEP;
+    case SpanKind::kKvTransfer:
+      return v1::SPAN_KIND_KV_TRANSFER;
+    case SpanKind::kCollective:
+      return v1::SPAN_KIND_COLLECTIVE;
+    case SpanKind::kOther:
+      return v1::SPAN_KIND_OTHER;
+    case SpanKind::kUnspecified:
+      break;
+  }
+  return v1::SPAN_KIND_UNSPECIFIED;
+}
+
+void FillSignal(const SeriesCorrelation& s, v1::SignalCorrelation* out) {
+  out->set_signal(s.signal);
+  out->set_signal_class(std::string(SignalClassName(s.signal_class)));
+  out->set_device(s.device);
+  out->set_port(s.port);
+  out->set_netdev(s.netdev);
+  out->set_priority(s.priority);
+  out->set_direction(s.direction);
+  out->set_counter(s.counter);
+  out->set_source(s.source);
+  out->set_raw_name(s.raw_name);
+  out->set_delta(s.stats.delta);
+  out->set_rate(s.stats.rate);
+  out->set_baseline_rate(s.stats.baseline_rate);
+  out->set_peak_rate(s.stats.peak_rate);
+  out->set_pause_fraction(s.pause_fraction);
+  out->set_score(s.score);
+  out->set_anomalous(s.anomalous);
+  out->set_coverage(s.stats.coverage);
+  out->set_resets(s.stats.resets);
+}
+
+}  // namespace
+
+QueryTimeRange TimeRangeFromProto(const v1::TimeRange& range) {
+  return {static_cast<int64_t>(range.from_unix_nano()), static_cast<int64_t>(range.to_unix_nano())};
+}
+
+CorrelateQuery CorrelateQueryFromProto(const v1::CorrelateRequest& request) {
+  CorrelateQuery q;
+  switch (request.selector_case()) {
+    case v1::CorrelateRequest::kTraceId:
+      q.selector = CorrelateQuery::Selector::kTraceId;
+      q.id = request.trace_id();
+      break;
+    case v1::CorrelateRequest::kSpanId:
+      q.selector = CorrelateQuery::Selector::kSpanId;
+      q.id = request.span_id();
+      break;
+    case v1::CorrelateRequest::kTimeRange:
+      q.selector = CorrelateQuery::Selector::kTimeRange;
+      q.time_range = TimeRangeFromProto(request.time_range());
+      break;
+    case v1::CorrelateRequest::SELECTOR_NOT_SET:
+      break;
+  }
+  q.name = request.name();
+  q.limit = request.limit();
+  q.include_all_series = request.include_all_series();
+  return q;
+}
+
+SeriesQuery SeriesQueryFromProto(const v1::SeriesRequest& request) {
+  SeriesQuery q;
+  q.signal = request.signal();
+  for (const v1::LabelMatcher& m : request.matchers()) q.matchers.push_back({m.label(), m.value()});
+  q.time_range = TimeRangeFromProto(request.time_range());
+  q.max_series = request.max_series();
+  q.max_samples_per_series = request.max_samples_per_series();
+  return q;
+}
+
+EventsQuery EventsQueryFromProto(const v1::EventsRequest& request) {
+  EventsQuery q;
+  q.time_range = TimeRangeFromProto(request.time_range());
+  q.detector = request.detector();
+  q.active_only = request.active_only();
+  return q;
+}
+
+void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict* out) {
+  out->set_trace_id(std::string(span.trace_id.begin(), span.trace_id.end()));
+  out->set_span_id(std::string(span.span_id.begin(), span.span_id.end()));
+  out->set_name(span.name);
+  out->set_start_unix_nano(static_cast<uint64_t>(span.start_unix_nano));
+  out->set_end_unix_nano(static_cast<uint64_t>(span.end_unix_nano));
+  out->set_stall(c.stall);
+  out->set_verdict(ToProto(c.verdict));
+  out->set_reason(c.reason);
+  out->set_rdma_device(span.rdma_device);
+  out->set_rdma_port(span.rdma_port);
+  out->set_network_interface_name(span.netdev);
+  out->set_congestion_series(static_cast<uint32_t>(c.congestion_series));
+  out->set_covered_series(static_cast<uint32_t>(c.covered_series));
+  for (const SeriesCorrelation& s : c.series) FillSignal(s, out->add_signals());
+}
+
+void SeriesToProto(const SeriesSamples& s, v1::SeriesData* d) {
+  d->set_signal(s.signal->name);
+  d->set_family(s.signal->family->name);
+  d->set_source(s.key->source);
+  d->set_raw_name(s.key->name);
+  d->set_device(s.key->device);
+  d->set_port(s.key->port);
+  d->set_netdev(s.key->netdev);
+  d->set_scale(s.signal->scale);
+  d->set_last_rate(s.state.last_rate);
+  d->set_rate_valid(s.state.rate_valid);
+  auto& labels = *d->mutable_labels();
+  for (const auto& [label, value] : s.labels) labels[label] = value;
+  if (s.truncated) d->set_truncated(true);
+  for (const Sample& sample : s.samples) {
+    v1::SeriesSample* out = d->add_samples();
+    out->set_ts_unix_nano(static_cast<uint64_t>(sample.ts_ns));
+    out->set_raw(sample.value);
+  }
+}
+
+void EventToProto(const DetectorEvent& e, v1::Event* out) {
+  out->set_id(e.id);
+  out->set_detector(e.detector);
+  out->set_kind(e.kind);
+  out->set_device(e.device);
+  out->set_port(e.port);
+  out->set_netdev(e.netdev);
+  out->set_priority(e.priority);
+  out->set_direction(e.direction);
+  out->set_start_unix_nano(static_cast<uint64_t>(e.start_unix_nano));
+  out->set_end_unix_nano(static_cast<uint64_t>(e.end_unix_nano));
+  out->set_detected_unix_nano(static_cast<uint64_t>(e.detected_unix_nano));
+  out->set_active(e.active());
+  out->set_peak(e.peak);
+  out->set_summary(e.summary);
+}
+
+void PortToProto(const PortInfo& p, v1::Port* out) {
+  out->set_device(p.device);
+  out->set_port(p.port);
+  out->set_netdev(p.netdev);
+  out->set_link_layer(p.link_layer);
+  out->set_state(p.state);
+  out->set_rate(p.rate);
+  out->set_present(p.present);
+}
+
+void SpanToProto(const Span& span, v1::Span* out) {
+  out->set_trace_id(std::string(span.trace_id.begin(), span.trace_id.end()));
+  out->set_span_id(std::string(span.span_id.begin(), span.span_id.end()));
+  if (span.parent_span_id != SpanId{}) {
+    out->set_parent_span_id(std::string(span.parent_span_id.begin(), span.parent_span_id.end()));
+  }
+  out->set_name(span.name);
+  out->set_kind(SpanKindToProto(span.kind));
+  out->set_start_unix_nano(static_cast<uint64_t>(span.start_unix_nano));
+  out->set_end_unix_nano(static_cast<uint64_t>(span.end_unix_nano));
+  for (const auto& [k, v] : span.attributes) {
+    v1::Attribute* a = out->add_attributes();
+    a->set_key(k);
+    a->set_value(v);
+  }
+}
+
+}  // namespace fabricscope

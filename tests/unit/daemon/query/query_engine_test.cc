@@ -1,0 +1,426 @@
+#include "daemon/query/query_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "core/signals.h"
+#include "daemon/detect/detectors.h"
+#include "gtest/gtest.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT = 1'700'000'000 * kSec;
+
+Span MakeSpan(uint8_t trace, uint8_t id, const std::string& name, int64_t t0, int64_t t1) {
+  Span s;
+  s.trace_id[15] = trace;
+  s.span_id[7] = id;
+  s.name = name;
+  s.start_unix_nano = t0;
+  s.end_unix_nano = t1;
+  return s;
+}
+
+std::string Bytes(size_t n, uint8_t last) {
+  std::string s(n, '\0');
+  s.back() = static_cast<char>(last);
+  return s;
+}
+
+// Ports mlx5_0/1 on eth0 (paused on priority 3 during [10 s, 10.2 s]) and
+// mlx5_1/1 on eth1 (quiet), polled every 100 ms over [0, 30 s]; spans over
+// the burst and after it. The clock stands at 60 s.
+class QueryEngineTest : public ::testing::Test {
+ protected:
+  QueryEngineTest()
+      : clock_(kT + 60 * kSec),
+        events_(100, nullptr),
+        detectors_({}, &store_, &events_, nullptr),
+        spans_({}, &clock_, nullptr),
+        correlator_(&store_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
+        engine_(&spans_, &correlator_, &store_, &events_, &clock_) {
+    store_.SetObserver(&detectors_);
+    store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    for (const char* netdev : {"eth0", "eth1"}) {
+      SeriesKey k{"ethtool", "rx_prio3_pause_duration", "", 0, netdev};
+      SeriesId id = store_.Register(k, *MapCounter(k));
+      const bool burst = std::string(netdev) == "eth0";
+      for (int64_t ts = kT; ts <= kT + 30 * kSec; ts += 100 * kMs) {
+        const int64_t from = kT + 10 * kSec, to = from + 200 * kMs;
+        store_.Append(id, ts,
+                      burst ? static_cast<uint64_t>((std::clamp(ts, from, to) - from) / 1000) : 0);
+      }
+    }
+    spans_.Add(MakeSpan(1, 1, "decode_step", kT + 10 * kSec, kT + 10200 * kMs));
+    spans_.Add(MakeSpan(1, 2, "decode_step", kT + 20 * kSec, kT + 20050 * kMs));
+    spans_.Add(MakeSpan(2, 3, "kv_transfer", kT + 10 * kSec, kT + 10300 * kMs));
+  }
+
+  static CorrelateQuery ByTrace(uint8_t trace) {
+    CorrelateQuery q;
+    q.selector = CorrelateQuery::Selector::kTraceId;
+    q.id = Bytes(16, trace);
+    return q;
+  }
+
+  FakeClock clock_;
+  Store store_;
+  EventLog events_;
+  DetectorEngine detectors_;
+  SpanStore spans_;
+  Correlator correlator_;
+  QueryEngine engine_;
+};
+
+TEST_F(QueryEngineTest, CorrelatesByTraceIdAndTrimsToTheAnomalousSeries) {
+  auto got = engine_.Correlate(ByTrace(1));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  const CorrelatedSpan& hit = (*got)[0];
+  EXPECT_EQ(hit.span->span_id[7], 1);
+  EXPECT_EQ(hit.correlation.verdict, Verdict::kFabric) << hit.correlation.reason;
+  EXPECT_TRUE(hit.correlation.stall);
+  ASSERT_EQ(hit.correlation.series.size(), 1u);  // eth0 only: eth1 is not anomalous
+  EXPECT_EQ(hit.correlation.series[0].netdev, "eth0");
+  EXPECT_TRUE(hit.correlation.series[0].anomalous);
+  EXPECT_EQ((*got)[1].correlation.verdict, Verdict::kClean);
+  EXPECT_TRUE((*got)[1].correlation.series.empty());
+  // The counts are of every series in scope, trimmed or not.
+  EXPECT_EQ((*got)[1].correlation.congestion_series, 2u);
+
+  CorrelateQuery all = ByTrace(1);
+  all.include_all_series = true;
+  got = engine_.Correlate(all);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].correlation.series.size(), 2u);
+  EXPECT_EQ((*got)[1].correlation.series.size(), 2u);
+
+  CorrelateQuery one = ByTrace(1);
+  one.limit = 1;
+  got = engine_.Correlate(one);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].span->span_id[7], 1);  // the earliest
+
+  got = engine_.Correlate(ByTrace(9));
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+}
+
+TEST_F(QueryEngineTest, CorrelatesBySpanIdAndTimeRange) {
+  CorrelateQuery by_span;
+  by_span.selector = CorrelateQuery::Selector::kSpanId;
+  by_span.id = Bytes(8, 3);
+  auto got = engine_.Correlate(by_span);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].span->name, "kv_transfer");
+  EXPECT_EQ((*got)[0].correlation.verdict, Verdict::kFabric);
+
+  CorrelateQuery by_range;
+  by_range.selector = CorrelateQuery::Selector::kTimeRange;
+  by_range.time_range = {kT, kT + 60 * kSec};
+  got = engine_.Correlate(by_range);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 3u);
+
+  by_range.name = "decode_step";
+  got = engine_.Correlate(by_range);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  for (const CorrelatedSpan& s : *got) EXPECT_EQ(s.span->name, "decode_step");
+
+  // Over the limit, the latest starts are kept.
+  by_range.limit = 1;
+  got = engine_.Correlate(by_range);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].span->span_id[7], 2);
+
+  // Only [0, 5 s]: nothing overlaps.
+  by_range = CorrelateQuery{};
+  by_range.selector = CorrelateQuery::Selector::kTimeRange;
+  by_range.time_range = {kT, kT + 5 * kSec};
+  got = engine_.Correlate(by_range);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+}
+
+TEST_F(QueryEngineTest, CorrelateRejectsBadSelectorsWithTheApiMessages) {
+  auto none = engine_.Correlate(CorrelateQuery{});
+  EXPECT_EQ(none.status(),
+            absl::InvalidArgumentError("one of trace_id, span_id or time_range is required"));
+
+  CorrelateQuery bad_trace;
+  bad_trace.selector = CorrelateQuery::Selector::kTraceId;
+  bad_trace.id = "short";
+  EXPECT_EQ(engine_.Correlate(bad_trace).status(),
+            absl::InvalidArgumentError("trace_id must be 16 bytes"));
+
+  CorrelateQuery bad_span;
+  bad_span.selector = CorrelateQuery::Selector::kSpanId;
+  bad_span.id = Bytes(16, 3);
+  EXPECT_EQ(engine_.Correlate(bad_span).status(),
+            absl::InvalidArgumentError("span_id must be 8 bytes"));
+
+  CorrelateQuery backwards;
+  backwards.selector = CorrelateQuery::Selector::kTimeRange;
+  backwards.time_range = {10, 5};
+  EXPECT_EQ(engine_.Correlate(backwards).status(),
+            absl::InvalidArgumentError("time_range: to_unix_nano is before from_unix_nano"));
+}
+
+TEST_F(QueryEngineTest, CorrelateSpanJudgesASpanOutsideTheStore) {
+  const Span offline = MakeSpan(7, 7, "decode_step", kT + 10 * kSec, kT + 10100 * kMs);
+  const SpanCorrelation trimmed = engine_.CorrelateSpan(offline, false);
+  EXPECT_EQ(trimmed.verdict, Verdict::kFabric) << trimmed.reason;
+  EXPECT_EQ(trimmed.series.size(), 1u);
+  const SpanCorrelation all = engine_.CorrelateSpan(offline, true);
+  EXPECT_EQ(all.series.size(), 2u);
+  EXPECT_EQ(all.verdict, trimmed.verdict);
+}
+
+TEST_F(QueryEngineTest, SeriesMatchesSignalAndLabelsAndBoundsSamples) {
+  SeriesQuery q;
+  q.signal = "pfc_pause_seconds";
+  q.matchers.push_back({"netdev", "eth0"});
+  q.time_range = {kT + 10 * kSec, kT + 11 * kSec};
+  auto got = engine_.Series(q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  const SeriesSamples& s = (*got)[0];
+  EXPECT_EQ(s.key->netdev, "eth0");
+  EXPECT_EQ(s.key->name, "rx_prio3_pause_duration");
+  EXPECT_EQ(s.signal->name, "pfc_pause_seconds");
+  EXPECT_FALSE(s.truncated);
+  ASSERT_EQ(s.samples.size(), 11u);  // every 100 ms poll, inclusive
+  EXPECT_EQ(s.samples[2].value, 200'000u);
+  const auto prio = std::find_if(s.labels.begin(), s.labels.end(),
+                                 [](const auto& kv) { return kv.first == "priority"; });
+  ASSERT_NE(prio, s.labels.end());
+  EXPECT_EQ(prio->second, "3");
+
+  // The newest samples are kept.
+  q.max_samples_per_series = 3;
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ((*got)[0].samples.size(), 3u);
+  EXPECT_TRUE((*got)[0].truncated);
+  EXPECT_EQ((*got)[0].samples.back().ts_ns, kT + 11 * kSec);
+
+  // By raw counter name, every netdev; max_series bounds the list.
+  q = SeriesQuery{};
+  q.signal = "rx_prio3_pause_duration";
+  q.time_range = {kT, kT + 30 * kSec};
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 2u);
+  q.max_series = 1;
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 1u);
+
+  // A label the series does not have matches "" only.
+  q = SeriesQuery{};
+  q.time_range = {kT, kT + 30 * kSec};
+  q.matchers.push_back({"device", ""});
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 2u);
+  q.matchers[0].value = "mlx5_0";
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+}
+
+TEST_F(QueryEngineTest, SeriesRangeDefaultsToTheLastMinuteAndRejectsBackwards) {
+  SeriesQuery q;
+  q.signal = "pfc_pause_seconds";
+  // Unset: [now - 60 s, now] = [0, 60 s]: every sample (0..30 s).
+  auto got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].samples.size(), 301u);
+  // Only `to` set: the minute before it.
+  q.time_range.to_unix_nano = kT + 61 * kSec;
+  got = engine_.Series(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].samples.size(), 291u);  // from 1 s
+
+  q.time_range = {kT + 2 * kSec, kT + kSec};
+  EXPECT_EQ(engine_.Series(q).status(),
+            absl::InvalidArgumentError("time_range: to_unix_nano is before from_unix_nano"));
+}
+
+TEST_F(QueryEngineTest, EventsFilterByDetectorAndActivity) {
+  EventsQuery q;
+  q.time_range = {kT, kT + 60 * kSec};
+  auto got = engine_.Events(q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].detector, "pfc_storm");
+  EXPECT_EQ((*got)[0].netdev, "eth0");
+  EXPECT_FALSE((*got)[0].active());
+
+  q.active_only = true;
+  got = engine_.Events(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+
+  q.active_only = false;
+  q.detector = "microburst";
+  got = engine_.Events(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+
+  // Before the storm only.
+  q = EventsQuery{};
+  q.time_range = {kT, kT + 5 * kSec};
+  got = engine_.Events(q);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+
+  q.time_range = {kT + 5, kT};
+  EXPECT_EQ(engine_.Events(q).status(),
+            absl::InvalidArgumentError("time_range: to_unix_nano is before from_unix_nano"));
+}
+
+TEST_F(QueryEngineTest, WithoutDetectorsOrSpansTheAnswersAreEmptyButStillChecked) {
+  const QueryEngine bare(nullptr, &correlator_, &store_, nullptr, &clock_);
+  EventsQuery events;
+  events.time_range = {kT, kT + 60 * kSec};
+  auto listed = bare.Events(events);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  events.time_range = {2, 1};
+  EXPECT_FALSE(bare.Events(events).ok());
+
+  auto spans = bare.Correlate(ByTrace(1));
+  ASSERT_TRUE(spans.ok());
+  EXPECT_TRUE(spans->empty());
+  CorrelateQuery bad = ByTrace(1);
+  bad.id = "x";
+  EXPECT_FALSE(bare.Correlate(bad).ok());
+}
+
+TEST_F(QueryEngineTest, PortsAreTheInventory) {
+  const std::vector<PortInfo> ports = engine_.Ports();
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0].device, "mlx5_0");
+  EXPECT_EQ(ports[0].netdev, "eth0");
+  EXPECT_EQ(ports[1].device, "mlx5_1");
+}
+
+// Collects what Record walks; fails on demand.
+class CollectingSink final : public RecordSink {
+ public:
+  absl::Status Check() override {
+    ++checks;
+    return checks > fail_check_after ? absl::CancelledError("cancelled") : absl::OkStatus();
+  }
+  absl::Status OnSeries(const SeriesSamples& s) override {
+    series.push_back(s.key->netdev);
+    samples += s.samples.size();
+    EXPECT_FALSE(s.truncated);
+    return absl::OkStatus();
+  }
+  absl::Status OnSpans(absl::Span<const SpanRef> batch) override {
+    batches.push_back(batch.size());
+    if (fail_spans) return absl::CancelledError("client gone");
+    return absl::OkStatus();
+  }
+
+  int checks = 0;
+  int fail_check_after = 1 << 30;
+  bool fail_spans = false;
+  std::vector<std::string> series;
+  size_t samples = 0;
+  std::vector<size_t> batches;
+};
+
+TEST_F(QueryEngineTest, RecordWalksSeriesWithSamplesThenSpansInBatches) {
+  // A third series with no samples in the range is left out.
+  SeriesKey k{"ethtool", "rx_prio4_pause_duration", "", 0, "eth0"};
+  store_.Append(store_.Register(k, *MapCounter(k)), kT + 50 * kSec, 1);
+  for (int i = 0; i < 1500; ++i) {
+    spans_.Add(MakeSpan(static_cast<uint8_t>(10 + i / 250), static_cast<uint8_t>(i % 250 + 1),
+                        "other", kT + 15 * kSec + i, kT + 15 * kSec + i + 1));
+  }
+
+  CollectingSink sink;
+  ASSERT_TRUE(engine_.Record({kT, kT + 30 * kSec}, sink).ok());
+  EXPECT_EQ(sink.series, (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_EQ(sink.samples, 2u * 301u);
+  EXPECT_EQ(sink.checks, 3);  // before every series, with samples or not
+  EXPECT_EQ(sink.batches, (std::vector<size_t>{1000, 503}));
+
+  CollectingSink cancelled;
+  cancelled.fail_check_after = 1;
+  EXPECT_EQ(engine_.Record({kT, kT + 30 * kSec}, cancelled), absl::CancelledError("cancelled"));
+  EXPECT_EQ(cancelled.series.size(), 1u);
+  EXPECT_TRUE(cancelled.batches.empty());
+
+  CollectingSink gone;
+  gone.fail_spans = true;
+  EXPECT_EQ(engine_.Record({kT, kT + 30 * kSec}, gone), absl::CancelledError("client gone"));
+  EXPECT_EQ(gone.batches.size(), 1u);
+
+  CollectingSink unused;
+  EXPECT_EQ(engine_.Record({kT + 1, kT}, unused).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unused.checks, 0);
+}
+
+// Queries run on gRPC threads while collectors append and ingest adds spans.
+TEST_F(QueryEngineTest, ConcurrentQueriesWhileTheStoresGrow) {
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    SeriesKey k{"ethtool", "rx_prio5_pause_duration", "", 0, "eth1"};
+    const SeriesId id = store_.Register(k, *MapCounter(k));
+    for (int i = 0; i < 2000; ++i) {
+      store_.Append(id, kT + 31 * kSec + i * kMs, static_cast<uint64_t>(i));
+      if (i % 10 == 0) {
+        spans_.Add(MakeSpan(4, static_cast<uint8_t>(i / 10 % 250 + 1), "decode_step",
+                            kT + 31 * kSec + i * kMs, kT + 31 * kSec + (i + 5) * kMs));
+      }
+    }
+    stop.store(true);
+  });
+  std::vector<std::thread> readers;
+  std::atomic<int> answers{0};
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&] {
+      do {  // at least once, however fast the writer
+        CorrelateQuery q;
+        q.selector = CorrelateQuery::Selector::kTimeRange;
+        q.time_range = {kT, kT + 60 * kSec};
+        auto spans = engine_.Correlate(q);
+        SeriesQuery sq;
+        sq.signal = "pfc_pause_seconds";
+        auto series = engine_.Series(sq);
+        auto events = engine_.Events(EventsQuery{});
+        if (spans.ok() && spans->size() >= 3 && series.ok() && series->size() >= 2 && events.ok()) {
+          answers.fetch_add(1);
+        }
+      } while (!stop.load());
+    });
+  }
+  writer.join();
+  for (std::thread& t : readers) t.join();
+  EXPECT_GT(answers.load(), 0);
+
+  CorrelateQuery q;
+  q.selector = CorrelateQuery::Selector::kTimeRange;
+  q.time_range = {kT, kT + 60 * kSec};
+  auto spans = engine_.Correlate(q);
+  ASSERT_TRUE(spans.ok());
+  EXPECT_EQ(spans->size(), 3u + 200u);
+}
+
+}  // namespace
+}  // namespace fabricscope
