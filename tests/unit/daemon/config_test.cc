@@ -157,5 +157,23 @@ TEST(ConfigTest, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("99999999999999999999GiB").ok());
 }
 
+// The detector names come from the registration list
+// (daemon/detect/register_all.cc): the help, the default and the error.
+TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
+  EXPECT_THAT(HelpText(), HasSubstr("Comma-separated detectors to run: pfc_storm, ecn_mistuning, "
+                                    "microburst, retransmit_spike, link_degradation; empty runs "
+                                    "none."));
+  auto ok = Parse({"--detectors=microburst,link_degradation"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->config.detect.enabled,
+            (std::vector<std::string>{"microburst", "link_degradation"}));
+  auto bad = Parse({"--detectors=pfc_storm,nope"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown detector 'nope'"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("one of pfc_storm, ecn_mistuning, microburst, retransmit_spike, "
+                        "link_degradation"));
+}
+
 }  // namespace
 }  // namespace fabricscope
