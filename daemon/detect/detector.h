@@ -9,10 +9,11 @@
 // state gauge). Adding one is one file pair,
 // daemon/detect/<name>_detector.{h,cc}, one line in
 // daemon/detect/register_all.cc and one line in daemon/CMakeLists.txt (and in
-// fuzz/CMakeLists.txt's FUZZ_LIB_SOURCES). Its documentation (kinds, rules,
-// options), its kinds and its own metric declarations (DefineMetric) live in
-// its files; its name lives only in the registration list, and the engine
-// hands it in (Detector::name()).
+// fuzz/CMakeLists.txt's FUZZ_LIB_SOURCES); thresholds of its own are fields
+// of DetectorOptions (detector_options.h) with a flag in daemon/config.cc. Its
+// documentation (kinds, rules, the options it reads), its kinds and its own
+// metric declarations (DefineMetric) live in its files; its name lives only in
+// the registration list, and the engine hands it in (Detector::name()).
 //
 // Thread-safety: not thread-safe. The engine holds its one mutex whenever it
 // calls a detector (construction aside) or the DetectorContext, so detectors
