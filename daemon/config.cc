@@ -94,7 +94,7 @@ Option DetectDuration(const char* name, const char* help, absl::Duration Detecto
           }};
 }
 
-Option DetectList(const char* name, const char* help,
+Option DetectList(const char* name, std::string help,
                   std::vector<std::string> DetectorOptions::*field) {
   return {name,
           "LIST",
@@ -382,8 +382,8 @@ const std::vector<Option>& Options() {
          return absl::OkStatus();
        }},
       DetectList("detectors",
-                 "Comma-separated detectors to run: pfc_storm, ecn_mistuning, microburst, "
-                 "retransmit_spike, link_degradation; empty runs none.",
+                 absl::StrCat("Comma-separated detectors to run: ",
+                              absl::StrJoin(BuiltinDetectorNames(), ", "), "; empty runs none."),
                  &DetectorOptions::enabled),
       DetectNumber("pfc-storm-fraction",
                    "PFC storm: a poll interval counts as stormy when the priority was paused for "

@@ -32,7 +32,7 @@
 #include "core/hot_counters.h"
 #include "core/log.h"
 #include "core/parse.h"
-#include "daemon/detect/detectors.h"
+#include "daemon/detect/detector_options.h"
 
 namespace fabricscope {
 
@@ -83,7 +83,7 @@ struct Config {
   double correlate_min_coverage = 0.9;
   uint64_t correlate_queue = 65536;
 
-  // Detectors (daemon/detect/detectors.h documents the rules and defaults).
+  // Detectors (defaults: daemon/detect/detector_options.h; the detectors: detectors.h).
   DetectorOptions detect;
 
   // Transport security (empty: plain text, no auth).

@@ -1,5 +1,6 @@
 // Building blocks shared by the detectors: the debouncer that turns a
-// per-interval condition into episodes, and a trailing-window sum.
+// per-interval condition into episodes, a trailing-window sum, and a rate
+// judged against its own baseline.
 //
 // Thread-safety: none; each instance belongs to one detector state, guarded
 // by the detector engine.
@@ -8,6 +9,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "store/store.h"
 
 namespace fabricscope {
 
@@ -135,6 +140,43 @@ class WindowSum {
 
   int64_t bucket_ns_;
   std::array<Bucket, kBuckets> ring_{};
+};
+
+// A rate over a short window judged against its own baseline (retransmit
+// spikes, FEC corrected rate): the baseline is the rate over the long window
+// before the short one, and it stops learning while an episode is active.
+class RisingRate {
+ public:
+  RisingRate(int64_t window_ns, int64_t baseline_ns)
+      : window_ns_(window_ns), baseline_ns_(baseline_ns), short_(window_ns), long_(baseline_ns) {}
+
+  // Adds an interval and returns {short rate, baseline rate}. Until the
+  // baseline has at least one short window of history of its own, the
+  // baseline is +inf (nothing can rise against an unknown baseline).
+  std::pair<double, double> Add(const AppendEvent& ev, bool learning) {
+    if (first_ns_ == INT64_MIN) first_ns_ = ev.start_ns;
+    const int64_t dt = ev.end_ns - ev.start_ns;
+    short_.Add(ev.end_ns, dt, ev.delta);
+    if (learning) long_.Add(ev.end_ns, dt, ev.delta);
+    const double elapsed = static_cast<double>(ev.end_ns - first_ns_) * 1e-9;
+    const double short_s = std::min(elapsed, static_cast<double>(window_ns_) * 1e-9);
+    const double long_s = std::min(elapsed, static_cast<double>(baseline_ns_) * 1e-9);
+    double sv = 0, ss = 0, lv = 0, ls = 0;
+    short_.Sum(ev.end_ns, &sv, &ss);
+    long_.Sum(ev.end_ns, &lv, &ls);
+    const double rate = short_s > 0 ? sv / short_s : 0;
+    if (learning) {
+      baseline_ = long_s >= 2 * short_s && long_s > 0 ? std::max(0.0, lv - sv) / (long_s - short_s)
+                                                      : std::numeric_limits<double>::infinity();
+    }
+    return {rate, baseline_};
+  }
+
+ private:
+  int64_t window_ns_, baseline_ns_;
+  WindowSum short_, long_;
+  int64_t first_ns_ = INT64_MIN;
+  double baseline_ = 0;
 };
 
 }  // namespace fabricscope

@@ -26,7 +26,7 @@ namespace fabricscope {
 
 struct DetectorEvent {
   uint64_t id = 0;       // assigned by EventLog::Open, increasing
-  std::string detector;  // pfc_storm, ecn_mistuning, microburst, retransmit_spike, link_degradation
+  std::string detector;  // its registered name (daemon/detect/register_all.cc), e.g. pfc_storm
   std::string kind;      // storm, marking_too_late, burst, out_of_sequence, link_downed, ...
   std::string device;    // "" where it does not apply or is unknown
   uint32_t port = 0;

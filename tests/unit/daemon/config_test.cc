@@ -157,5 +157,54 @@ TEST(ConfigTest, ByteSizes) {
   EXPECT_FALSE(ParseByteSize("99999999999999999999GiB").ok());
 }
 
+// The detector names come from the registration list
+// (daemon/detect/register_all.cc): the help, the default and the error.
+TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
+  EXPECT_THAT(HelpText(), HasSubstr("Comma-separated detectors to run: pfc_storm, ecn_mistuning, "
+                                    "microburst, retransmit_spike, link_degradation; empty runs "
+                                    "none."));
+  auto ok = Parse({"--detectors=microburst,link_degradation"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->config.detect.enabled,
+            (std::vector<std::string>{"microburst", "link_degradation"}));
+  auto bad = Parse({"--detectors=pfc_storm,nope"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("unknown detector 'nope'"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("one of pfc_storm, ecn_mistuning, microburst, retransmit_spike, "
+                        "link_degradation"));
+}
+
+// The correlation options (daemon/correlate/correlator.h documents the rules).
+TEST(CorrelationConfigTest, OptionsParseAndNameTheKey) {
+  Config c;
+  ASSERT_TRUE(ApplyConfigText("baseline-window = 5s\nstall-thresholds = decode_step=150ms\n"
+                              "max-span-names = 7\ncorrelate-floors = ecn=10\n"
+                              "correlate-pause-fraction = 0.2\ncorrelate-rate-factor = 4\n"
+                              "correlate-min-coverage = 0.5\ncorrelate-queue = 10\n",
+                              "test.conf", &c)
+                  .ok());
+  EXPECT_EQ(c.baseline_window, absl::Seconds(5));
+  ASSERT_EQ(c.stall_thresholds.size(), 1u);
+  EXPECT_EQ(c.stall_thresholds[0].second, absl::Milliseconds(150));
+  EXPECT_EQ(c.max_span_names, 7u);
+  EXPECT_EQ(c.correlate_floors, "ecn=10");
+  EXPECT_EQ(c.correlate_pause_fraction, 0.2);
+  EXPECT_EQ(c.correlate_rate_factor, 4);
+  EXPECT_EQ(c.correlate_min_coverage, 0.5);
+  EXPECT_EQ(c.correlate_queue, 10u);
+
+  for (const char* bad :
+       {"stall-thresholds = decode_step", "max-span-names = 0", "correlate-floors = nope=1",
+        "correlate-pause-fraction = 2", "correlate-rate-factor = 0.5", "baseline-window = 0s"}) {
+    absl::Status s = ApplyConfigText(bad, "test.conf", &c);
+    ASSERT_FALSE(s.ok()) << bad;
+    std::string key(absl::string_view(bad).substr(0, absl::string_view(bad).find(' ')));
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(key)) << bad;
+  }
+  EXPECT_THAT(HelpText(), ::testing::HasSubstr("--stall-thresholds"));
+  EXPECT_THAT(HelpText(), ::testing::HasSubstr("--baseline-window"));
+}
+
 }  // namespace
 }  // namespace fabricscope

@@ -1,0 +1,199 @@
+#include "daemon/detect/detector.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace fabricscope {
+namespace {
+
+// Shared by all detectors (their own metrics live with them).
+const MetricSpec& kDetectorEvents =
+    DefineMetric({.name = "fabricscope_detector_events_total",
+                  .type = MetricType::kCounter,
+                  .help = "Detector episodes started, by detector and kind.",
+                  .labels = {"detector", "kind"},
+                  .component = "detect"});
+
+// "100 Gb/sec (4X EDR)" -> 1e11 bits per second; 0 when it does not parse.
+double ParseLinkRate(absl::string_view rate) {
+  size_t i = 0;
+  while (i < rate.size() && (std::isdigit(static_cast<unsigned char>(rate[i])) || rate[i] == '.')) {
+    ++i;
+  }
+  double gbps = 0;
+  if (i == 0 || !absl::SimpleAtod(rate.substr(0, i), &gbps)) return 0;
+  return gbps * 1e9;
+}
+
+}  // namespace
+
+// --- DetectorContext: event reporting, gauges, the port inventory -------------------
+
+DetectorContext::DetectorContext(const DetectorOptions& options, const Store* store,
+                                 EventLog* events, MetricsRegistry* metrics)
+    : options_(options), store_(store), events_(events), metrics_(metrics) {}
+
+void DetectorContext::DeclareKinds(absl::string_view detector,
+                                   const std::vector<std::string>& kinds) {
+  if (metrics_ == nullptr) return;
+  for (const std::string& kind : kinds) {
+    metrics_->Counter(kDetectorEvents).Add({{"detector", std::string(detector)}, {"kind", kind}});
+  }
+}
+
+void DetectorContext::Learn(const SeriesKey& key) {
+  if (key.device.empty() || key.netdev.empty()) return;
+  if (by_netdev_.contains(key.netdev)) return;
+  PortRef ref{key.device, key.port, key.netdev, 0};
+  by_netdev_[key.netdev] = ref;
+  by_device_[absl::StrCat(key.device, "/", key.port)] = ref;
+}
+
+PortRef DetectorContext::Resolve(const SeriesKey& key, int64_t now_ns) {
+  PortRef ref{key.device, key.port, key.netdev, 0};
+  const PortRef* known = nullptr;
+  if (!key.device.empty()) {
+    known = Find(by_device_, absl::StrCat(key.device, "/", key.port), now_ns);
+  } else if (!key.netdev.empty()) {
+    known = Find(by_netdev_, key.netdev, now_ns);
+  }
+  if (known != nullptr) {
+    if (ref.device.empty()) {
+      ref.device = known->device;
+      ref.port = known->port;
+    }
+    if (ref.netdev.empty()) ref.netdev = known->netdev;
+    ref.link_bps = known->link_bps;
+  }
+  return ref;
+}
+
+void DetectorContext::SetActive(const MetricSpec& spec,
+                                const std::map<std::string, std::string>& labels, bool active) {
+  if (metrics_ == nullptr) return;
+  std::string key = spec.name;
+  for (const auto& [k, v] : labels) absl::StrAppend(&key, "|", k, "=", v);
+  int& count = active_[key];
+  count = std::max(0, count + (active ? 1 : -1));
+  metrics_->Gauge(spec).Add(labels).Set(count > 0 ? 1 : 0);
+}
+
+void DetectorContext::DeclareGauge(const MetricSpec& spec,
+                                   const std::map<std::string, std::string>& labels) {
+  if (metrics_ != nullptr) metrics_->Gauge(spec).Add(labels);
+}
+
+uint64_t DetectorContext::OpenEvent(DetectorEvent e) {
+  if (metrics_ != nullptr) {
+    metrics_->Counter(kDetectorEvents)
+        .Add({{"detector", e.detector}, {"kind", e.kind}})
+        .Increment();
+  }
+  return events_->Open(std::move(e));
+}
+
+const PortRef* DetectorContext::Find(absl::flat_hash_map<std::string, PortRef>& map,
+                                     const std::string& key, int64_t now_ns) {
+  auto it = map.find(key);
+  if (it != map.end() && it->second.link_bps > 0) return &it->second;
+  // Unknown or without a link rate: consult the store's inventory, at most
+  // once a second.
+  if (store_ != nullptr && now_ns - last_refresh_ns_ >= 1'000'000'000) {
+    last_refresh_ns_ = now_ns;
+    for (const PortInfo& p : store_->Ports()) {
+      if (p.device.empty()) continue;
+      PortRef ref{p.device, p.port, p.netdev, ParseLinkRate(p.rate)};
+      by_device_[absl::StrCat(p.device, "/", p.port)] = ref;
+      if (!p.netdev.empty()) by_netdev_[p.netdev] = ref;
+    }
+    it = map.find(key);
+  }
+  return it == map.end() ? nullptr : &it->second;
+}
+
+// --- Episode --------------------------------------------------------------------------
+
+bool Episode::Stale(int64_t now_ns) const {
+  if (!deb.active() || fed_interval_ns <= 0) return false;
+  const int64_t after = std::max(kStaleFloorNs, kStalePolls * fed_interval_ns);
+  // Either way round: a realtime step backwards leaves last_fed_ns ahead.
+  const int64_t gap = now_ns >= last_fed_ns ? now_ns - last_fed_ns : last_fed_ns - now_ns;
+  return gap > after;
+}
+
+void Episode::Expire(DetectorContext* ctx) {
+  ctx->events()->Close(event_id, last_fed_ns, run_peak,
+                       absl::StrCat(summary_text,
+                                    "; ended when its counters stopped reporting (device "
+                                    "removed, counters unreadable or collector stopped)"));
+  if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, false);
+  deb.Reset();
+  run_peak = 0;
+}
+
+Debouncer::Transition Episode::Feed(DetectorContext* ctx, int64_t start_ns, int64_t end_ns,
+                                    bool cond, double measure,
+                                    const std::function<std::string(const Episode&)>& summary) {
+  if (cond) {
+    run_peak = std::max(run_peak, measure);
+  } else if (!deb.active()) {
+    run_peak = 0;
+  }
+  // Several inputs may judge one episode at one instant: only a later
+  // instant tells the interval.
+  if (last_fed_ns == INT64_MIN || end_ns > last_fed_ns) {
+    fed_interval_ns =
+        std::max<int64_t>(end_ns - start_ns, last_fed_ns == INT64_MIN ? 0 : end_ns - last_fed_ns);
+  }
+  last_fed_ns = end_ns;
+  const Debouncer::Transition t = deb.Update(start_ns, end_ns, cond);
+  if (t == Debouncer::Transition::kStarted) {
+    DetectorEvent e = tmpl;
+    e.start_unix_nano = deb.episode_start_ns();
+    e.detected_unix_nano = end_ns;
+    e.peak = run_peak;
+    summary_text = summary(*this);
+    e.summary = summary_text;
+    event_id = ctx->OpenEvent(std::move(e));
+    if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, true);
+  } else if (t == Debouncer::Transition::kEnded) {
+    ctx->events()->Close(event_id, deb.episode_end_ns(), run_peak, summary(*this));
+    if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, false);
+    run_peak = 0;
+  } else if (deb.active() && cond) {
+    // Cheap: only the peak and summary of an open event change.
+    summary_text = summary(*this);
+    ctx->events()->Update(event_id, run_peak, summary_text);
+  }
+  return t;
+}
+
+// --- Detector -------------------------------------------------------------------------
+
+size_t Detector::Active() {
+  size_t n = 0;
+  ForEachEpisode([&n](Episode& ep) { n += ep.deb.active() ? 1 : 0; });
+  return n;
+}
+
+DetectorEvent Detector::MakeEvent(std::string kind, std::string device, uint32_t port,
+                                  std::string netdev, std::string priority,
+                                  std::string direction) const {
+  DetectorEvent e;
+  e.detector = name_;
+  e.kind = std::move(kind);
+  e.device = std::move(device);
+  e.port = port;
+  e.netdev = std::move(netdev);
+  e.priority = std::move(priority);
+  e.direction = std::move(direction);
+  return e;
+}
+
+std::string Detector::PortLabel(uint32_t port) { return port == 0 ? "" : absl::StrCat(port); }
+
+}  // namespace fabricscope

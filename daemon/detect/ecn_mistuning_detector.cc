@@ -1,0 +1,180 @@
+#include "daemon/detect/ecn_mistuning_detector.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/signals.h"
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kEcnMistuningActive = DefineMetric(
+    {.name = "fabricscope_ecn_mistuning_active",
+     .type = MetricType::kGauge,
+     .help = "1 while ECN mistuning of the kind is detected on the RDMA port: marking_too_late, "
+             "too_aggressive, cnp_ignored, ecn_disabled_on_pfc_priority.",
+     .labels = {"device", "port", "kind"},
+     .component = "detect"});
+
+}  // namespace
+
+DetectorClass EcnMistuningDetector::Class() {
+  return {.description =
+              "ECN mistuning: marking too late, marking too aggressively, CNPs "
+              "ignored, ECN disabled on a PFC priority",
+          .kinds = {"marking_too_late", "too_aggressive", "cnp_ignored",
+                    "ecn_disabled_on_pfc_priority"},
+          .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kEcnMistuningActive); },
+          .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
+            return std::make_unique<EcnMistuningDetector>(std::move(name), ctx);
+          }};
+}
+
+std::vector<const MetricSpec*> EcnMistuningDetector::Families() const {
+  return {&families::kDiscards,    &families::kEcnMarked,  &families::kCnpSent,
+          &families::kCnpHandled,  &families::kCnpIgnored, &families::kPortBytes,
+          &families::kNetdevBytes, &families::kPfcEnabled, &families::kEcnEnabled};
+}
+
+void EcnMistuningDetector::ForEachEpisode(const std::function<void(Episode&)>& fn) {
+  for (auto& [k, p] : ports_) {
+    fn(p.too_late);
+    fn(p.aggressive);
+    fn(p.cnp_ignored);
+  }
+  for (auto& [k, ep] : config_) fn(ep);
+}
+
+void EcnMistuningDetector::Observe(const AppendEvent& ev) {
+  const MetricSpec* f = ev.signal->family;
+  if (f == &families::kPfcEnabled || f == &families::kEcnEnabled) {
+    ObserveConfig(ev);
+    return;
+  }
+  if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
+  const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
+  if (ref.device.empty()) return;  // a netdev that is not an RDMA port
+  PortState& p = Port(ref);
+  const int64_t dt = ev.end_ns - ev.start_ns;
+  if (p.first_ns == INT64_MIN) p.first_ns = ev.start_ns;
+  if (f == &families::kDiscards) {
+    p.drops.Add(ev.end_ns, dt, ev.delta);
+  } else if (f == &families::kEcnMarked || f == &families::kCnpSent) {
+    p.marks.Add(ev.end_ns, dt, ev.delta);
+    if (f == &families::kCnpSent) p.cnps.Add(ev.end_ns, dt, ev.delta);
+  } else if (f == &families::kCnpHandled) {
+    p.cnps.Add(ev.end_ns, dt, ev.delta);
+  } else if (f == &families::kCnpIgnored) {
+    p.ignored.Add(ev.end_ns, dt, ev.delta);
+  } else {  // bytes: utilization is the busiest direction of either source
+    const bool rx = ev.signal->Label("direction") == "rx";
+    const bool port_src = f == &families::kPortBytes;
+    (port_src ? (rx ? p.port_rx : p.port_tx) : (rx ? p.net_rx : p.net_tx))
+        .Add(ev.end_ns, dt, ev.delta);
+  }
+  if (ev.end_ns < p.next_eval_ns) return;
+  const int64_t from = p.last_eval_ns == INT64_MIN ? ev.start_ns : p.last_eval_ns;
+  p.last_eval_ns = ev.end_ns;
+  p.next_eval_ns = ev.end_ns + 100'000'000;
+  Evaluate(&p, ref, from, ev.end_ns);
+}
+
+EcnMistuningDetector::PortState& EcnMistuningDetector::Port(const PortRef& ref) {
+  const std::string key = absl::StrCat(ref.device, "/", ref.port);
+  auto it = ports_.find(key);
+  if (it == ports_.end()) {
+    const DetectorOptions& o = ctx_->options();
+    it =
+        ports_.try_emplace(key, Ns(o.ecn_window), Ns(o.ecn_detection), Ns(o.ecn_restoration)).first;
+    PortState& p = it->second;
+    Init(&p.too_late, ref, "marking_too_late");
+    Init(&p.aggressive, ref, "too_aggressive");
+    Init(&p.cnp_ignored, ref, "cnp_ignored");
+  }
+  if (ref.link_bps > 0) it->second.link_bps = ref.link_bps;
+  return it->second;
+}
+
+void EcnMistuningDetector::Init(Episode* ep, const PortRef& ref, absl::string_view kind) {
+  ep->tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "");
+  ep->gauge = &kEcnMistuningActive;
+  ep->gauge_labels = {
+      {"device", ref.device}, {"port", PortLabel(ref.port)}, {"kind", std::string(kind)}};
+  ctx_->DeclareGauge(kEcnMistuningActive, ep->gauge_labels);
+}
+
+void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t from, int64_t now) {
+  const DetectorOptions& o = ctx_->options();
+  const double elapsed = std::clamp(static_cast<double>(now - p->first_ns) * 1e-9, 0.1,
+                                    absl::ToDoubleSeconds(o.ecn_window));
+  auto rate = [&](const WindowSum& w) {
+    double v = 0, s = 0;
+    w.Sum(now, &v, &s);
+    return v / elapsed;
+  };
+  const double drops = rate(p->drops);
+  const double marks = rate(p->marks);
+  const double cnps = rate(p->cnps);
+  const double ignored = rate(p->ignored);
+  const double bytes =
+      std::max({rate(p->port_rx), rate(p->port_tx), rate(p->net_rx), rate(p->net_tx)});
+  const double link = p->link_bps > 0 ? p->link_bps : o.default_link_gbps * 1e9;
+  const double util = bytes * 8 / link;
+  const std::string where = absl::StrCat(ref.device, "/", ref.port);
+  p->too_late.Feed(ctx_, from, now, drops >= o.ecn_drop_floor && marks < o.ecn_mark_ratio * drops,
+                   drops, [&](const Episode& e) {
+                     return absl::StrFormat(
+                         "%s: discards at up to %.0f/s while ECN marks + CNPs stay at %.0f/s: "
+                         "ECN marks too late (Kmin/Kmax above the buffer?)",
+                         where, e.run_peak, marks);
+                   });
+  p->aggressive.Feed(ctx_, from, now,
+                     cnps >= o.ecn_cnp_floor && util < o.ecn_low_utilization && drops == 0, cnps,
+                     [&](const Episode& e) {
+                       return absl::StrFormat(
+                           "%s: CNPs at up to %.0f/s at %.0f%% utilization without drops: ECN "
+                           "marks too aggressively (Kmin too low / Pmax too high?)",
+                           where, e.run_peak, util * 100);
+                     });
+  p->cnp_ignored.Feed(ctx_, from, now, ignored > 0, ignored, [&](const Episode& e) {
+    return absl::StrFormat(
+        "%s: CNPs ignored at up to %.1f/s (congestion control not enabled for the QPs?)", where,
+        e.run_peak);
+  });
+}
+
+// PFC enabled on a priority whose ECN is disabled for either role.
+void EcnMistuningDetector::ObserveConfig(const AppendEvent& ev) {
+  const std::string priority(ev.signal->Label("priority"));
+  const std::string key = absl::StrCat(ev.key->netdev, "|", priority);
+  PrioConfig& c = prio_[key];
+  const int v = ev.value != 0 ? 1 : 0;
+  if (ev.signal->family == &families::kPfcEnabled) {
+    c.pfc = v;
+  } else if (ev.signal->Label("role") == "np") {
+    c.ecn_np = v;
+  } else {
+    c.ecn_rp = v;
+  }
+  if (c.pfc < 0 || (c.ecn_np < 0 && c.ecn_rp < 0)) return;  // not known yet
+  const bool cond = c.pfc == 1 && (c.ecn_np == 0 || c.ecn_rp == 0);
+  auto it = config_.find(key);
+  if (it == config_.end()) {
+    it = config_.try_emplace(key, 0, 0).first;
+    const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
+    Init(&it->second, ref, "ecn_disabled_on_pfc_priority");
+    it->second.tmpl.netdev = ev.key->netdev;
+    it->second.tmpl.priority = priority;
+  }
+  it->second.NoteInterval(ev.end_ns - ev.start_ns);
+  it->second.Feed(ctx_, ev.end_ns, ev.end_ns, cond, 1, [&c](const Episode& e) {
+    return absl::StrFormat("%s priority %s: PFC is enabled but ECN is disabled (np %s, rp %s)",
+                           e.tmpl.netdev, e.tmpl.priority,
+                           c.ecn_np < 0 ? "?" : (c.ecn_np ? "on" : "off"),
+                           c.ecn_rp < 0 ? "?" : (c.ecn_rp ? "on" : "off"));
+  });
+}
+
+}  // namespace fabricscope

@@ -1,0 +1,78 @@
+// The ecn_mistuning detector (per RDMA port, over a trailing ecn_window,
+// judged every 100 ms of sample time).
+//
+//  - kind "marking_too_late": discards at >= ecn_drop_floor packets/s while
+//    ECN marks + CNPs stay below ecn_mark_ratio x the discard rate.
+//  - kind "too_aggressive": CNPs at >= ecn_cnp_floor per second while
+//    utilization (the busiest direction of port or netdev bytes over the
+//    port's link rate, default_link_gbps when unknown) < ecn_low_utilization
+//    and nothing is discarded.
+//  - kind "cnp_ignored": rp_cnp_ignored rising.
+//  - kind "ecn_disabled_on_pfc_priority" (per netdev and priority): PFC
+//    enabled on a priority whose ECN (np or rp) is disabled (dcb_config).
+//
+// marking_too_late and too_aggressive need ecn_detection to start,
+// cnp_ignored starts on the first interval; the three end after
+// ecn_restoration. ecn_disabled_on_pfc_priority starts and ends with the
+// configuration (judged on each of its samples). Samples of netdevs that are
+// not RDMA ports are ignored. Reports
+// fabricscope_ecn_mistuning_active{device,port,kind} (1 while active),
+// besides the events and fabricscope_detector_events_total every detector
+// reports.
+//
+// Thread-safety: as every Detector (detector.h): called under the engine's
+// lock.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "daemon/detect/detector.h"
+
+namespace fabricscope {
+
+class EcnMistuningDetector final : public Detector {
+ public:
+  static DetectorClass Class();
+
+  using Detector::Detector;
+  std::vector<const MetricSpec*> Families() const override;
+  void Observe(const AppendEvent& ev) override;
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
+
+ private:
+  struct Sums {
+    explicit Sums(int64_t w)
+        : drops(w), marks(w), cnps(w), ignored(w), port_rx(w), port_tx(w), net_rx(w), net_tx(w) {}
+    WindowSum drops, marks, cnps, ignored, port_rx, port_tx, net_rx, net_tx;
+  };
+  struct PortState : Sums {
+    PortState(int64_t w, int64_t on, int64_t off)
+        : Sums(w), too_late(on, off), aggressive(on, off), cnp_ignored(0, off) {}
+    Episode too_late, aggressive, cnp_ignored;
+    int64_t first_ns = INT64_MIN;
+    int64_t last_eval_ns = INT64_MIN;
+    int64_t next_eval_ns = INT64_MIN;
+    double link_bps = 0;
+  };
+  // The last known PFC and ECN (np, rp) enable of one netdev priority; -1
+  // while not known.
+  struct PrioConfig {
+    int pfc = -1, ecn_np = -1, ecn_rp = -1;
+  };
+
+  PortState& Port(const PortRef& ref);
+  void Init(Episode* ep, const PortRef& ref, absl::string_view kind);
+  void Evaluate(PortState* p, const PortRef& ref, int64_t from, int64_t now);
+  void ObserveConfig(const AppendEvent& ev);
+
+  absl::flat_hash_map<std::string, PortState> ports_;  // "device/port"
+  absl::flat_hash_map<std::string, PrioConfig> prio_;  // "netdev|priority"
+  absl::flat_hash_map<std::string, Episode> config_;   // "netdev|priority"
+};
+
+}  // namespace fabricscope

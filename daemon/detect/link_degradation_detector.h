@@ -1,0 +1,56 @@
+// The link_degradation detector (per port).
+//
+//  - kind "fec_corrected_rising" (per series of corrected FEC blocks or
+//    bits): the rate over 1 s is >= fec_corrected_factor x the rate over the
+//    trailing fec_baseline and above fec_block_floor / fec_bit_floor, for
+//    300 ms (RisingRate in episode.h; the baseline does not learn during an
+//    episode). Peak: the highest rate.
+//  - kinds "fec_uncorrectable", "symbol_errors", "link_downed",
+//    "link_error_recovery" (per port and kind, whichever counter reports it:
+//    ethtool's and the IB PMA's are one event): any increase; the episode
+//    lasts while increases come closer than link_hold. Peak: the count since
+//    the daemon started watching.
+//
+// Per-lane FEC series are ignored (the total is enough). Reports
+// fabricscope_link_degraded_active{device,port,netdev,kind} (1 while active),
+// besides the events and fabricscope_detector_events_total every detector
+// reports.
+//
+// Thread-safety: as every Detector (detector.h): called under the engine's
+// lock.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detect/detector.h"
+
+namespace fabricscope {
+
+class LinkDegradationDetector final : public Detector {
+ public:
+  static DetectorClass Class();
+
+  using Detector::Detector;
+  std::vector<const MetricSpec*> Families() const override;
+  void Observe(const AppendEvent& ev) override;
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
+
+ private:
+  struct State {
+    State(int64_t on, int64_t off, int64_t baseline) : ep(on, off), rate(1'000'000'000, baseline) {}
+    Episode ep;
+    RisingRate rate;
+    bool corrected = false;
+    double floor = 0;
+    double total = 0;
+  };
+  // "series:<id>" for a corrected-rate state, "<device>/<port>|<netdev>|<kind>"
+  // for an error kind.
+  absl::flat_hash_map<std::string, State> states_;
+};
+
+}  // namespace fabricscope

@@ -1,0 +1,44 @@
+// The pfc_storm detector (per netdev, priority, direction).
+//
+//  - kind "storm": the pause fraction of each poll interval
+//    (fabricscope_pfc_pause_seconds delta / interval) is >= pfc_storm_fraction
+//    for pfc_storm_detection; it ends after pfc_storm_restoration of intervals
+//    below it (the SONiC PFC watchdog rule; the debouncer makes storm/restore
+//    flapping within those times impossible). Peak: the highest pause fraction.
+//  - kind "nic_pause_storm": while the NIC's own pause-storm counters
+//    (fabricscope_pause_storm_events_total) rise (priority "", direction
+//    "tx"); ends after pfc_storm_restoration without a rise. Peak: the highest
+//    event rate.
+//
+// Reports fabricscope_pfc_storm_active{netdev,priority,direction} (1 while
+// active) and fabricscope_pfc_storms_total (episodes started), besides the
+// events and fabricscope_detector_events_total every detector reports.
+//
+// Thread-safety: as every Detector (detector.h): called under the engine's
+// lock.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detect/detector.h"
+
+namespace fabricscope {
+
+class PfcStormDetector final : public Detector {
+ public:
+  static DetectorClass Class();
+
+  using Detector::Detector;
+  std::vector<const MetricSpec*> Families() const override;
+  void Observe(const AppendEvent& ev) override;
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
+
+ private:
+  absl::flat_hash_map<SeriesId, Episode> states_;
+};
+
+}  // namespace fabricscope

@@ -1,0 +1,47 @@
+// The retransmit_spike detector (per RDMA port and counter).
+//
+//  - kinds "out_of_sequence", "packet_seq_err", "local_ack_timeout_err" (the
+//    counter of fabricscope_rdma_errors_total): the rate over
+//    retransmit_window is >= retransmit_floor and >= retransmit_factor x the
+//    rate over the trailing retransmit_baseline (the baseline does not learn
+//    during a spike; RisingRate in episode.h). Starts on the first such
+//    interval, ends after retransmit_restoration below it. Peak: the highest
+//    rate.
+//
+// Reports fabricscope_retransmit_spike_active{device,port,kind} (1 while
+// active), besides the events and fabricscope_detector_events_total every
+// detector reports.
+//
+// Thread-safety: as every Detector (detector.h): called under the engine's
+// lock.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detect/detector.h"
+
+namespace fabricscope {
+
+class RetransmitSpikeDetector final : public Detector {
+ public:
+  static DetectorClass Class();
+
+  using Detector::Detector;
+  std::vector<const MetricSpec*> Families() const override;
+  void Observe(const AppendEvent& ev) override;
+  void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
+
+ private:
+  struct State {
+    State(int64_t window, int64_t baseline, int64_t off) : ep(0, off), rate(window, baseline) {}
+    Episode ep;
+    RisingRate rate;
+  };
+  absl::flat_hash_map<SeriesId, State> states_;
+};
+
+}  // namespace fabricscope
