@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/json.h"
 
 namespace fabricscope {
 namespace {
@@ -24,35 +25,14 @@ bool NeedsQuotes(absl::string_view v) {
   return false;
 }
 
+// A value with a space, quote, '=', backslash or control character (or an
+// empty one) is written as a JSON string literal (core/json.h); others bare.
 void AppendValue(std::string* out, absl::string_view v) {
   if (!NeedsQuotes(v)) {
     out->append(v.data(), v.size());
     return;
   }
-  out->push_back('"');
-  for (char c : v) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(out, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
+  AppendJsonString(out, v);
 }
 
 }  // namespace

@@ -34,7 +34,10 @@ absl::string_view LogLevelName(LogLevel level);
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
 
-// A key=value pair of a log line. Values are quoted when they need it.
+// A key=value pair of a log line. A value that is empty or holds a space, '"',
+// '=', '\\' or a control character is written as a JSON string literal
+// (core/json.h: \" \\ \n \t \r, other control characters as \u00XX); others
+// bare.
 using LogField = std::pair<absl::string_view, std::string>;
 
 // Writes one line if `level` is enabled. `component` names the emitter

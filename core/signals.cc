@@ -1,11 +1,13 @@
 #include "core/signals.h"
 
+#include <initializer_list>
 #include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace fabricscope {
@@ -223,452 +225,156 @@ namespace {
 using CK = CounterKind;
 constexpr CounterSemantics kU64{CK::kCounter64, 64};
 constexpr CounterSemantics kW32{CK::kWrap32, 32};
+constexpr CounterSemantics kGauge{CK::kGauge, 64};
 constexpr CounterSemantics Sat(uint8_t w) { return {CK::kSaturating, w}; }
+constexpr bool kExact = false;  // the raw name matched as is
+constexpr bool kRegex = true;   // the raw name matched by a full-match regex
 
+// One row of the table: a SignalRule without its source (given once per
+// group). `labels` is "name=value, name=value", as docs/metrics.md shows it.
+struct Row {
+  absl::string_view pattern;
+  bool regex;
+  const MetricSpec* family;
+  CounterSemantics semantics;
+  double scale;
+  absl::string_view labels;
+  absl::string_view unit;
+};
+
+// Appends `rows` as rules of `source`, in order.
+void AddRules(std::vector<SignalRule>* rules, absl::string_view source,
+              std::initializer_list<Row> rows) {
+  for (const Row& row : rows) {
+    SignalRule rule{.source = source,
+                    .pattern = row.pattern,
+                    .regex = row.regex,
+                    .family = row.family,
+                    .semantics = row.semantics,
+                    .scale = row.scale,
+                    .labels = {},
+                    .unit = row.unit};
+    for (absl::string_view label : absl::StrSplit(row.labels, ", ", absl::SkipEmpty())) {
+      std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(label, '=');
+      rule.labels.push_back(kv);
+    }
+    rules->push_back(std::move(rule));
+  }
+}
+
+// The table, in match order (the first match wins). Each row: raw name, match,
+// family, semantics, scale (raw unit -> family unit), labels, raw unit.
 std::vector<SignalRule> BuildRules() {
   using namespace families;
-  std::vector<SignalRule> r;
+  std::vector<SignalRule> rules;
+  // One row per rule, however long.
+  // clang-format off
   // --- IB PMA PortCounters(Extended): /sys/class/infiniband/<dev>/ports/<p>/counters
-  r.push_back({"counters",
-               "port_xmit_data",
-               false,
-               &kPortBytes,
-               kU64,
-               4.0,
-               {{"direction", "tx"}},
-               "octets/4"});
-  r.push_back({"counters",
-               "port_rcv_data",
-               false,
-               &kPortBytes,
-               kU64,
-               4.0,
-               {{"direction", "rx"}},
-               "octets/4"});
-  r.push_back({"counters",
-               "port_xmit_packets",
-               false,
-               &kPortPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters",
-               "port_rcv_packets",
-               false,
-               &kPortPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
-  r.push_back({"counters",
-               "unicast_xmit_packets",
-               false,
-               &kPortUnicastPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters",
-               "unicast_rcv_packets",
-               false,
-               &kPortUnicastPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
-  r.push_back({"counters",
-               "multicast_xmit_packets",
-               false,
-               &kPortMulticastPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters",
-               "multicast_rcv_packets",
-               false,
-               &kPortMulticastPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
-  r.push_back({"counters", "port_xmit_wait", false, &kIbPortXmitWait, Sat(32), 1.0, {}, "ticks"});
-  static constexpr std::pair<absl::string_view, uint8_t> kPmaErrors[] = {
-      {"symbol_error", 16},
-      {"link_error_recovery", 8},
-      {"link_downed", 8},
-      {"port_rcv_errors", 16},
-      {"port_rcv_remote_physical_errors", 16},
-      {"port_rcv_switch_relay_errors", 16},
-      {"port_xmit_discards", 16},
-      {"port_xmit_constraint_errors", 8},
-      {"port_rcv_constraint_errors", 8},
-      {"local_link_integrity_errors", 4},
-      {"excessive_buffer_overrun_errors", 4},
-      {"VL15_dropped", 16},
-  };
-  for (const auto& [name, width] : kPmaErrors) {
-    r.push_back(
-        {"counters", name, false, &kIbPortErrors, Sat(width), 1.0, {{"counter", "$0"}}, "events"});
-  }
-  // Non-standard per-driver additions (procfs knows port_rcv_discards): width unknown.
-  r.push_back({"counters",
-               "port_rcv_discards",
-               false,
-               &kIbPortErrors,
-               kU64,
-               1.0,
-               {{"counter", "$0"}},
-               "packets"});
+  AddRules(&rules, "counters", {
+      {"port_xmit_data",                  kExact, &kPortBytes,            kU64,    4.0, "direction=tx", "octets/4"},
+      {"port_rcv_data",                   kExact, &kPortBytes,            kU64,    4.0, "direction=rx", "octets/4"},
+      {"port_xmit_packets",               kExact, &kPortPackets,          kU64,    1.0, "direction=tx", "packets"},
+      {"port_rcv_packets",                kExact, &kPortPackets,          kU64,    1.0, "direction=rx", "packets"},
+      {"unicast_xmit_packets",            kExact, &kPortUnicastPackets,   kU64,    1.0, "direction=tx", "packets"},
+      {"unicast_rcv_packets",             kExact, &kPortUnicastPackets,   kU64,    1.0, "direction=rx", "packets"},
+      {"multicast_xmit_packets",          kExact, &kPortMulticastPackets, kU64,    1.0, "direction=tx", "packets"},
+      {"multicast_rcv_packets",           kExact, &kPortMulticastPackets, kU64,    1.0, "direction=rx", "packets"},
+      {"port_xmit_wait",                  kExact, &kIbPortXmitWait,       Sat(32), 1.0, "",             "ticks"},
+      {"symbol_error",                    kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      {"link_error_recovery",             kExact, &kIbPortErrors,         Sat(8),  1.0, "counter=$0",   "events"},
+      {"link_downed",                     kExact, &kIbPortErrors,         Sat(8),  1.0, "counter=$0",   "events"},
+      {"port_rcv_errors",                 kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      {"port_rcv_remote_physical_errors", kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      {"port_rcv_switch_relay_errors",    kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      {"port_xmit_discards",              kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      {"port_xmit_constraint_errors",     kExact, &kIbPortErrors,         Sat(8),  1.0, "counter=$0",   "events"},
+      {"port_rcv_constraint_errors",      kExact, &kIbPortErrors,         Sat(8),  1.0, "counter=$0",   "events"},
+      {"local_link_integrity_errors",     kExact, &kIbPortErrors,         Sat(4),  1.0, "counter=$0",   "events"},
+      {"excessive_buffer_overrun_errors", kExact, &kIbPortErrors,         Sat(4),  1.0, "counter=$0",   "events"},
+      {"VL15_dropped",                    kExact, &kIbPortErrors,         Sat(16), 1.0, "counter=$0",   "events"},
+      // Non-standard per-driver additions (procfs knows port_rcv_discards): width unknown.
+      {"port_rcv_discards", kExact, &kIbPortErrors, kU64, 1.0, "counter=$0", "packets"},
+  });
   // --- Legacy 64-bit counters_ext/ (MLNX_OFED / mlx4 before 4.5)
-  r.push_back({"counters_ext",
-               "port_xmit_data_64",
-               false,
-               &kPortBytes,
-               kU64,
-               4.0,
-               {{"direction", "tx"}},
-               "octets/4"});
-  r.push_back({"counters_ext",
-               "port_rcv_data_64",
-               false,
-               &kPortBytes,
-               kU64,
-               4.0,
-               {{"direction", "rx"}},
-               "octets/4"});
-  r.push_back({"counters_ext",
-               "port_xmit_packets_64",
-               false,
-               &kPortPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters_ext",
-               "port_rcv_packets_64",
-               false,
-               &kPortPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
-  r.push_back({"counters_ext",
-               "port_unicast_xmit_packets",
-               false,
-               &kPortUnicastPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters_ext",
-               "port_unicast_rcv_packets",
-               false,
-               &kPortUnicastPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
-  r.push_back({"counters_ext",
-               "port_multicast_xmit_packets",
-               false,
-               &kPortMulticastPackets,
-               kU64,
-               1.0,
-               {{"direction", "tx"}},
-               "packets"});
-  r.push_back({"counters_ext",
-               "port_multicast_rcv_packets",
-               false,
-               &kPortMulticastPackets,
-               kU64,
-               1.0,
-               {{"direction", "rx"}},
-               "packets"});
+  AddRules(&rules, "counters_ext", {
+      {"port_xmit_data_64",           kExact, &kPortBytes,            kU64, 4.0, "direction=tx", "octets/4"},
+      {"port_rcv_data_64",            kExact, &kPortBytes,            kU64, 4.0, "direction=rx", "octets/4"},
+      {"port_xmit_packets_64",        kExact, &kPortPackets,          kU64, 1.0, "direction=tx", "packets"},
+      {"port_rcv_packets_64",         kExact, &kPortPackets,          kU64, 1.0, "direction=rx", "packets"},
+      {"port_unicast_xmit_packets",   kExact, &kPortUnicastPackets,   kU64, 1.0, "direction=tx", "packets"},
+      {"port_unicast_rcv_packets",    kExact, &kPortUnicastPackets,   kU64, 1.0, "direction=rx", "packets"},
+      {"port_multicast_xmit_packets", kExact, &kPortMulticastPackets, kU64, 1.0, "direction=tx", "packets"},
+      {"port_multicast_rcv_packets",  kExact, &kPortMulticastPackets, kU64, 1.0, "direction=rx", "packets"},
+  });
   // --- hw_counters (mlx5 names; 64-bit congestion counters, 32-bit wrapping Q-counters)
-  r.push_back(
-      {"hw_counters", "np_ecn_marked_roce_packets", false, &kEcnMarked, kU64, 1.0, {}, "packets"});
-  r.push_back({"hw_counters", "np_cnp_sent", false, &kCnpSent, kU64, 1.0, {}, "packets"});
-  r.push_back({"hw_counters", "rp_cnp_handled", false, &kCnpHandled, kU64, 1.0, {}, "packets"});
-  r.push_back({"hw_counters", "rp_cnp_ignored", false, &kCnpIgnored, kU64, 1.0, {}, "packets"});
-  r.push_back({"hw_counters",
-               "out_of_buffer",
-               false,
-               &kDiscards,
-               kW32,
-               1.0,
-               {{"reason", "out_of_buffer"}},
-               "packets"});
-  r.push_back({"hw_counters",
-               "(vport_)?rx_(write|read|atomic)_requests|(vport_)?rx_dct_connect",
-               true,
-               &kRdmaRequests,
-               kW32,
-               1.0,
-               {{"counter", "$0"}},
-               "requests"});
-  r.push_back({"hw_counters",
-               "rx_icrc_encapsulated",
-               false,
-               &kRdmaErrors,
-               kU64,
-               1.0,
-               {{"counter", "$0"}},
-               "packets"});
-  // Everything else in hw_counters: transport errors and retransmissions (wrap32
-  // Q-counters on mlx5; a driver that reports more than 32 bits is detected).
-  r.push_back({"hw_counters",
-               "[A-Za-z0-9_]+",
-               true,
-               &kRdmaErrors,
-               kW32,
-               1.0,
-               {{"counter", "$0"}},
-               "events"});
+  AddRules(&rules, "hw_counters", {
+      {"np_ecn_marked_roce_packets", kExact, &kEcnMarked,  kU64, 1.0, "",                     "packets"},
+      {"np_cnp_sent",                kExact, &kCnpSent,    kU64, 1.0, "",                     "packets"},
+      {"rp_cnp_handled",             kExact, &kCnpHandled, kU64, 1.0, "",                     "packets"},
+      {"rp_cnp_ignored",             kExact, &kCnpIgnored, kU64, 1.0, "",                     "packets"},
+      {"out_of_buffer",              kExact, &kDiscards,   kW32, 1.0, "reason=out_of_buffer", "packets"},
+      {"(vport_)?rx_(write|read|atomic)_requests|(vport_)?rx_dct_connect", kRegex, &kRdmaRequests, kW32, 1.0, "counter=$0",           "requests"},
+      {"rx_icrc_encapsulated",       kExact, &kRdmaErrors, kU64, 1.0, "counter=$0",           "packets"},
+      // Everything else in hw_counters: transport errors and retransmissions (wrap32
+      // Q-counters on mlx5; a driver that reports more than 32 bits is detected).
+      {"[A-Za-z0-9_]+", kRegex, &kRdmaErrors, kW32, 1.0, "counter=$0", "events"},
+  });
   // --- netdev: rtnetlink IFLA_STATS64
-  r.push_back(
-      {"netdev", "(rx|tx)_bytes", true, &kNetdevBytes, kU64, 1.0, {{"direction", "$1"}}, "bytes"});
-  r.push_back({"netdev",
-               "(rx|tx)_packets",
-               true,
-               &kNetdevPackets,
-               kU64,
-               1.0,
-               {{"direction", "$1"}},
-               "packets"});
-  r.push_back({"netdev",
-               "(rx|tx)_dropped",
-               true,
-               &kNetdevDrops,
-               kU64,
-               1.0,
-               {{"direction", "$1"}},
-               "packets"});
-  r.push_back({"netdev",
-               "(rx|tx)_errors",
-               true,
-               &kNetdevErrors,
-               kU64,
-               1.0,
-               {{"direction", "$1"}},
-               "packets"});
+  AddRules(&rules, "netdev", {
+      {"(rx|tx)_bytes",   kRegex, &kNetdevBytes,   kU64, 1.0, "direction=$1", "bytes"},
+      {"(rx|tx)_packets", kRegex, &kNetdevPackets, kU64, 1.0, "direction=$1", "packets"},
+      {"(rx|tx)_dropped", kRegex, &kNetdevDrops,   kU64, 1.0, "direction=$1", "packets"},
+      {"(rx|tx)_errors",  kRegex, &kNetdevErrors,  kU64, 1.0, "direction=$1", "packets"},
+  });
   // --- ethtool -S (ETHTOOL_GSTATS / --ethtool-dir text): mlx5, i40e, ice names. Where two
   // names of one device map to the same label set, the ethtool collector keeps the one whose
   // rule comes first (e.g. rx_global_pause over rx_pause_ctrl_phy).
-  r.push_back({"ethtool",
-               "(rx|tx)_prio([0-7])_pause",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "$2"}, {"direction", "$1"}},
-               "frames"});
-  r.push_back({"ethtool",
-               "(rx|tx)_global_pause",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "frames"});
-  r.push_back({"ethtool",
-               "(rx|tx)_pause_ctrl_phy",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "frames"});
-  r.push_back({"ethtool",
-               "port\\.(rx|tx)_priority_([0-7])_xoff_(rx|tx)",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "$2"}, {"direction", "$1"}},
-               "frames (i40e)"});
-  r.push_back({"ethtool",
-               "port\\.link_xoff_(rx|tx)",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "frames (i40e)"});
-  r.push_back({"ethtool",
-               "(rx|tx)_priority_([0-7])_xoff\\.nic",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "$2"}, {"direction", "$1"}},
-               "frames (ice)"});
-  r.push_back({"ethtool",
-               "link_xoff_(rx|tx)\\.nic",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "frames (ice)"});
-  r.push_back({"ethtool",
-               "(rx|tx)_prio([0-7])_pause_duration",
-               true,
-               &kPfcPauseSeconds,
-               kU64,
-               1e-6,
-               {{"priority", "$2"}, {"direction", "$1"}},
-               "microseconds"});
-  r.push_back({"ethtool",
-               "(rx|tx)_global_pause_duration",
-               true,
-               &kPfcPauseSeconds,
-               kU64,
-               1e-6,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "microseconds"});
-  r.push_back({"ethtool",
-               "(rx|tx)_prio([0-7])_pause_transition",
-               true,
-               &kPfcPauseTransitions,
-               kU64,
-               1.0,
-               {{"priority", "$2"}, {"direction", "$1"}},
-               "transitions"});
-  r.push_back({"ethtool",
-               "(rx|tx)_global_pause_transition",
-               true,
-               &kPfcPauseTransitions,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "transitions"});
-  r.push_back({"ethtool",
-               "tx_pause_storm_warning_events",
-               false,
-               &kPauseStormEvents,
-               kU64,
-               1.0,
-               {{"level", "warning"}},
-               "events"});
-  r.push_back({"ethtool",
-               "tx_pause_storm_error_events",
-               false,
-               &kPauseStormEvents,
-               kU64,
-               1.0,
-               {{"level", "error"}},
-               "events"});
-  r.push_back({"ethtool",
-               "(rx|tx)_discards_phy",
-               true,
-               &kDiscards,
-               kU64,
-               1.0,
-               {{"reason", "$0"}},
-               "packets"});
-  r.push_back({"ethtool",
-               "rx_out_of_buffer",
-               false,
-               &kDiscards,
-               kW32,
-               1.0,
-               {{"reason", "rx_out_of_buffer"}},
-               "packets"});
-  r.push_back({"ethtool",
-               "rx_prio([0-7])_buf_discard",
-               true,
-               &kDiscards,
-               kU64,
-               1.0,
-               {{"priority", "$1"}, {"reason", "rx_buffer_discard"}},
-               "packets"});
-  r.push_back({"ethtool",
-               "rx_prio([0-7])_cong_discard",
-               true,
-               &kDiscards,
-               kU64,
-               1.0,
-               {{"priority", "$1"}, {"reason", "rx_congestion_discard"}},
-               "packets"});
-  r.push_back({"ethtool",
-               "rx_prio([0-7])_discards",
-               true,
-               &kDiscards,
-               kU64,
-               1.0,
-               {{"priority", "$1"}, {"reason", "rx_prio_discards"}},
-               "packets"});
-  r.push_back({"ethtool",
-               "rx_buffer_passed_thres_phy",
-               false,
-               &kRxBufferPassedThreshold,
-               kU64,
-               1.0,
-               {},
-               "events"});
-  r.push_back(
-      {"ethtool", "rx_corrected_bits_phy", false, &kPhyCorrectedBits, kU64, 1.0, {}, "bits"});
-  r.push_back(
-      {"ethtool", "rx_pcs_symbol_err_phy", false, &kPhySymbolErrors, kU64, 1.0, {}, "symbols"});
-  r.push_back({"ethtool", "rx_symbol_err_phy", false, &kPhySymbolErrors, kU64, 1.0, {}, "symbols"});
-  r.push_back(
-      {"ethtool", "link_down_events_phy", false, &kLinkDownEvents, kU64, 1.0, {}, "events"});
+  // Pause frames (PFC per priority, "global" for 802.3x link pause).
+  AddRules(&rules, "ethtool", {
+      {"(rx|tx)_prio([0-7])_pause",                    kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames"},
+      {"(rx|tx)_global_pause",                         kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames"},
+      {"(rx|tx)_pause_ctrl_phy",                       kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames"},
+      {"port\\.(rx|tx)_priority_([0-7])_xoff_(rx|tx)", kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames (i40e)"},
+      {"port\\.link_xoff_(rx|tx)",                     kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames (i40e)"},
+      {"(rx|tx)_priority_([0-7])_xoff\\.nic",          kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames (ice)"},
+      {"link_xoff_(rx|tx)\\.nic",                      kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames (ice)"},
+      // Pause time and XOFF->XON transitions (mlx5).
+      {"(rx|tx)_prio([0-7])_pause_duration",   kRegex, &kPfcPauseSeconds,     kU64, 1e-6, "priority=$2, direction=$1",     "microseconds"},
+      {"(rx|tx)_global_pause_duration",        kRegex, &kPfcPauseSeconds,     kU64, 1e-6, "priority=global, direction=$1", "microseconds"},
+      {"(rx|tx)_prio([0-7])_pause_transition", kRegex, &kPfcPauseTransitions, kU64, 1.0,  "priority=$2, direction=$1",     "transitions"},
+      {"(rx|tx)_global_pause_transition",      kRegex, &kPfcPauseTransitions, kU64, 1.0,  "priority=global, direction=$1", "transitions"},
+      // PFC storm prevention (mlx5).
+      {"tx_pause_storm_warning_events", kExact, &kPauseStormEvents, kU64, 1.0, "level=warning", "events"},
+      {"tx_pause_storm_error_events",   kExact, &kPauseStormEvents, kU64, 1.0, "level=error",   "events"},
+      // Discards, by reason and priority.
+      {"(rx|tx)_discards_phy",        kRegex, &kDiscards, kU64, 1.0, "reason=$0",                                 "packets"},
+      {"rx_out_of_buffer",            kExact, &kDiscards, kW32, 1.0, "reason=rx_out_of_buffer",                   "packets"},
+      {"rx_prio([0-7])_buf_discard",  kRegex, &kDiscards, kU64, 1.0, "priority=$1, reason=rx_buffer_discard",     "packets"},
+      {"rx_prio([0-7])_cong_discard", kRegex, &kDiscards, kU64, 1.0, "priority=$1, reason=rx_congestion_discard", "packets"},
+      {"rx_prio([0-7])_discards",     kRegex, &kDiscards, kU64, 1.0, "priority=$1, reason=rx_prio_discards",      "packets"},
+      // Buffer threshold and PHY health (mlx5).
+      {"rx_buffer_passed_thres_phy", kExact, &kRxBufferPassedThreshold, kU64, 1.0, "", "events"},
+      {"rx_corrected_bits_phy",      kExact, &kPhyCorrectedBits,        kU64, 1.0, "", "bits"},
+      {"rx_pcs_symbol_err_phy",      kExact, &kPhySymbolErrors,         kU64, 1.0, "", "symbols"},
+      {"rx_symbol_err_phy",          kExact, &kPhySymbolErrors,         kU64, 1.0, "", "symbols"},
+      {"link_down_events_phy",       kExact, &kLinkDownEvents,          kU64, 1.0, "", "events"},
+  });
   // --- ethtool netlink standard stats (ETHTOOL_MSG_PAUSE_GET / FEC_GET with stats). Used for
   // a label set only when no ethtool -S name of the device provides it.
-  r.push_back({"ethtool_netlink",
-               "pause_(rx|tx)_frames",
-               true,
-               &kPfcPauseFrames,
-               kU64,
-               1.0,
-               {{"priority", "global"}, {"direction", "$1"}},
-               "frames"});
-  r.push_back(
-      {"ethtool_netlink", "fec_corrected_bits", false, &kPhyCorrectedBits, kU64, 1.0, {}, "bits"});
-  r.push_back({"ethtool_netlink",
-               "fec_corrected(_lane([0-9]+))?",
-               true,
-               &kFecCorrectedBlocks,
-               kU64,
-               1.0,
-               {{"lane", "$2"}},
-               "blocks"});
-  r.push_back({"ethtool_netlink",
-               "fec_uncorrectable(_lane([0-9]+))?",
-               true,
-               &kFecUncorrectableBlocks,
-               kU64,
-               1.0,
-               {{"lane", "$2"}},
-               "blocks"});
+  AddRules(&rules, "ethtool_netlink", {
+      {"pause_(rx|tx)_frames",              kRegex, &kPfcPauseFrames,         kU64, 1.0, "priority=global, direction=$1", "frames"},
+      {"fec_corrected_bits",                kExact, &kPhyCorrectedBits,       kU64, 1.0, "",                              "bits"},
+      {"fec_corrected(_lane([0-9]+))?",     kRegex, &kFecCorrectedBlocks,     kU64, 1.0, "lane=$2",                       "blocks"},
+      {"fec_uncorrectable(_lane([0-9]+))?", kRegex, &kFecUncorrectableBlocks, kU64, 1.0, "lane=$2",                       "blocks"},
+  });
   // --- dcb_config: configuration levels (gauges).
-  r.push_back({"dcb_config",
-               "pfc_enabled_prio([0-7])",
-               true,
-               &kPfcEnabled,
-               {CK::kGauge, 64},
-               1.0,
-               {{"priority", "$1"}},
-               "0/1"});
-  r.push_back({"dcb_config",
-               "ecn_roce_(np|rp)_enable_([0-7])",
-               true,
-               &kEcnEnabled,
-               {CK::kGauge, 64},
-               1.0,
-               {{"priority", "$2"}, {"role", "$1"}},
-               "0/1"});
-  r.push_back({"dcb_config",
-               "hw_counters_lifespan",
-               false,
-               &kHwCountersLifespan,
-               {CK::kGauge, 64},
-               1e-3,
-               {},
-               "milliseconds"});
-  return r;
+  AddRules(&rules, "dcb_config", {
+      {"pfc_enabled_prio([0-7])",         kRegex, &kPfcEnabled,         kGauge, 1.0,  "priority=$1",          "0/1"},
+      {"ecn_roce_(np|rp)_enable_([0-7])", kRegex, &kEcnEnabled,         kGauge, 1.0,  "priority=$2, role=$1", "0/1"},
+      {"hw_counters_lifespan",            kExact, &kHwCountersLifespan, kGauge, 1e-3, "",                     "milliseconds"},
+  });
+  // clang-format on
+  return rules;
 }
 
 std::string Substitute(absl::string_view tmpl, const std::smatch* m, absl::string_view whole) {

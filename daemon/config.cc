@@ -1,6 +1,7 @@
 #include "daemon/config.h"
 
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <sstream>
 
@@ -17,6 +18,9 @@
 namespace fabricscope {
 namespace {
 
+// One option: its name (flag and config key), the value it takes, its help,
+// how its current value is rendered (the --help default; RestartOnlyChanges
+// compares these) and how a value is parsed into a Config.
 struct Option {
   std::string name;
   std::string value_hint;  // e.g. "DURATION"; empty for a boolean flag
@@ -25,6 +29,9 @@ struct Option {
   std::function<std::string(const Config&)> get;  // default rendering
   std::function<absl::Status(absl::string_view, Config*)> set;
 };
+
+constexpr bool kReloadable = true;  // takes effect on SIGHUP
+constexpr bool kRestart = false;    // a reload keeps the running value
 
 std::string DurationText(absl::Duration d) { return absl::FormatDuration(d); }
 
@@ -35,6 +42,12 @@ std::string FormatBytes(uint64_t b) {
   return absl::StrCat(b);
 }
 
+// FormatBytes for a message: "1MiB", "16 bytes".
+std::string BytesText(uint64_t b) {
+  std::string s = FormatBytes(b);
+  return absl::ascii_isdigit(s.back()) ? absl::StrCat(s, " bytes") : s;
+}
+
 std::vector<std::string> SplitList(absl::string_view v) {
   std::vector<std::string> out;
   for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
@@ -43,101 +56,227 @@ std::vector<std::string> SplitList(absl::string_view v) {
   return out;
 }
 
-template <typename Field>
-std::function<absl::Status(absl::string_view, Config*)> DurationSetter(Field field) {
-  return [field](absl::string_view v, Config* c) -> absl::Status {
-    auto d = ParsePositiveDuration(v);
-    if (!d.ok()) return d.status();
-    c->*field = *d;
-    return absl::OkStatus();
-  };
+// The field an option sets: a member of Config, or of Config::detect.
+template <typename T>
+T& Ref(Config& c, T Config::*field) {
+  return c.*field;
+}
+template <typename T>
+const T& Ref(const Config& c, T Config::*field) {
+  return c.*field;
+}
+template <typename T>
+T& Ref(Config& c, T DetectorOptions::*field) {
+  return c.detect.*field;
+}
+template <typename T>
+const T& Ref(const Config& c, T DetectorOptions::*field) {
+  return c.detect.*field;
 }
 
-template <typename Field>
-std::function<absl::Status(absl::string_view, Config*)> StringSetter(Field field) {
-  return [field](absl::string_view v, Config* c) -> absl::Status {
-    c->*field = std::string(v);
-    return absl::OkStatus();
-  };
-}
+// Checks a value before it is stored; the message says what was expected.
+using Validator = std::function<absl::Status(absl::string_view)>;
 
-// Detector options (Config::detect): a number within [lo, hi] or a duration.
-Option DetectNumber(const char* name, const char* help, double DetectorOptions::*field, double lo,
-                    double hi) {
+// The typed options. Each takes the option's name, its value hint where the
+// type does not fix it (String, Number), its help and whether it is
+// reloadable, then the Config field (a pointer to a member of Config or of
+// DetectorOptions) and what bounds the value. Options with a syntax of their
+// own (log-level, stall-thresholds, correlate-floors, replay-speed) are
+// written out as an Option.
+
+// Any string, or one `validate` accepts.
+template <typename Field>
+Option String(const char* name, const char* hint, std::string help, bool reloadable, Field field,
+              Validator validate = nullptr) {
   return {name,
-          "NUMBER",
-          absl::StrCat(help, " From ", lo, " to ", hi, "."),
-          false,
-          [field](const Config& c) { return absl::StrCat(c.detect.*field); },
-          [field, lo, hi](absl::string_view v, Config* c) -> absl::Status {
-            double f;
-            if (!absl::SimpleAtod(v, &f) || !(f >= lo) || !(f <= hi)) {
-              return absl::InvalidArgumentError(
-                  absl::StrCat("expected a number from ", lo, " to ", hi));
+          hint,
+          std::move(help),
+          reloadable,
+          [field](const Config& c) { return std::string(Ref(c, field)); },
+          [field, validate](absl::string_view v, Config* c) -> absl::Status {
+            if (validate) {
+              if (auto s = validate(v); !s.ok()) return s;
             }
-            c->detect.*field = f;
+            Ref(*c, field) = std::string(v);
             return absl::OkStatus();
           }};
 }
 
-Option DetectDuration(const char* name, const char* help, absl::Duration DetectorOptions::*field) {
+// HOST:PORT or [V6]:PORT (core/parse.h).
+template <typename Field>
+Option ListenAddress(const char* name, std::string help, bool reloadable, Field field) {
+  return String(name, "HOST:PORT", std::move(help), reloadable, field, ValidateListenAddress);
+}
+
+// true or false; given bare (--name, or an empty value) it means true.
+template <typename Field>
+Option Bool(const char* name, std::string help, bool reloadable, Field field) {
+  return {name,
+          "",
+          std::move(help),
+          reloadable,
+          [field](const Config& c) { return std::string(Ref(c, field) ? "true" : "false"); },
+          [field](absl::string_view v, Config* c) -> absl::Status {
+            if (v == "true" || v.empty()) {
+              Ref(*c, field) = true;
+            } else if (v == "false") {
+              Ref(*c, field) = false;
+            } else {
+              return absl::InvalidArgumentError("expected true or false");
+            }
+            return absl::OkStatus();
+          }};
+}
+
+// A comma-separated list (blanks around items dropped). With `validate`, the
+// Config with the new list must pass it, else nothing changes.
+template <typename Field>
+Option List(const char* name, std::string help, bool reloadable, Field field,
+            std::function<absl::Status(const Config&)> validate = nullptr) {
+  return {name,
+          "LIST",
+          std::move(help),
+          reloadable,
+          [field](const Config& c) { return absl::StrJoin(Ref(c, field), ","); },
+          [field, validate](absl::string_view v, Config* c) -> absl::Status {
+            std::vector<std::string> list = SplitList(v);
+            if (validate) {
+              Config next = *c;
+              Ref(next, field) = list;
+              if (auto s = validate(next); !s.ok()) return s;
+            }
+            Ref(*c, field) = std::move(list);
+            return absl::OkStatus();
+          }};
+}
+
+// A finite duration > 0 ("10ms", "1s").
+template <typename Field>
+Option Duration(const char* name, std::string help, bool reloadable, Field field) {
   return {name,
           "DURATION",
-          help,
-          false,
-          [field](const Config& c) { return DurationText(c.detect.*field); },
+          std::move(help),
+          reloadable,
+          [field](const Config& c) { return DurationText(Ref(c, field)); },
           [field](absl::string_view v, Config* c) -> absl::Status {
             auto d = ParsePositiveDuration(v);
             if (!d.ok()) return d.status();
-            c->detect.*field = *d;
+            Ref(*c, field) = *d;
             return absl::OkStatus();
           }};
 }
 
-Option DetectList(const char* name, std::string help,
-                  std::vector<std::string> DetectorOptions::*field) {
+// An integer from `lo` to `hi`; the help gets " LO to HI." appended.
+template <typename Field>
+Option Integer(const char* name, absl::string_view help, bool reloadable, Field field, uint64_t lo,
+               uint64_t hi) {
   return {name,
-          "LIST",
-          help,
-          false,
-          [field](const Config& c) { return absl::StrJoin(c.detect.*field, ","); },
-          [field](absl::string_view v, Config* c) -> absl::Status {
-            DetectorOptions d = c->detect;
-            d.*field = SplitList(v);
-            if (auto s = d.Validate(); !s.ok()) return s;
-            c->detect.*field = d.*field;
+          "N",
+          absl::StrCat(help, " ", lo, " to ", hi, "."),
+          reloadable,
+          [field](const Config& c) { return absl::StrCat(Ref(c, field)); },
+          [field, lo, hi](absl::string_view v, Config* c) -> absl::Status {
+            uint64_t n;
+            if (!absl::SimpleAtoi(v, &n) || n < lo || n > hi) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("expected an integer from ", lo, " to ", hi));
+            }
+            Ref(*c, field) = n;
             return absl::OkStatus();
           }};
 }
+
+// A byte size ("256MiB", core/parse.h) of at least `min` (and at most `max`).
+template <typename Field>
+Option ByteSize(const char* name, std::string help, bool reloadable, Field field, uint64_t min,
+                uint64_t max = std::numeric_limits<uint64_t>::max()) {
+  return {name,
+          "BYTES",
+          std::move(help),
+          reloadable,
+          [field](const Config& c) { return FormatBytes(Ref(c, field)); },
+          [field, min, max](absl::string_view v, Config* c) -> absl::Status {
+            auto b = ParseByteSize(v);
+            if (!b.ok()) return b.status();
+            if (*b < min || *b > max) {
+              return absl::InvalidArgumentError(
+                  max == std::numeric_limits<uint64_t>::max()
+                      ? absl::StrCat("must be at least ", BytesText(min))
+                      : absl::StrCat("must be from ", BytesText(min), " to ", BytesText(max)));
+            }
+            Ref(*c, field) = *b;
+            return absl::OkStatus();
+          }};
+}
+
+// The numbers a Number option accepts: from `lo` (excluded when `lo_open`) to
+// `hi`, what an error says was expected, and what the help appends.
+struct NumberRange {
+  double lo;
+  bool lo_open;
+  double hi;
+  std::string expected;
+  std::string help;
+
+  bool Contains(double f) const { return (lo_open ? f > lo : f >= lo) && f <= hi; }
+};
+
+// [lo, hi]: "From LO to HI."
+NumberRange Between(double lo, double hi) {
+  return {lo, false, hi, absl::StrCat("a number from ", lo, " to ", hi),
+          absl::StrCat("From ", lo, " to ", hi, ".")};
+}
+// (lo, hi], hi only a sanity bound: "A number > LO."
+NumberRange Above(double lo, double hi) {
+  return {lo, true, hi, absl::StrCat("a number > ", lo), absl::StrCat("A number > ", lo, ".")};
+}
+// [lo, hi], hi only a sanity bound: "A number >= LO."
+NumberRange AtLeast(double lo, double hi) {
+  return {lo, false, hi, absl::StrCat("a number >= ", lo), absl::StrCat("A number >= ", lo, ".")};
+}
+// (0, 1].
+NumberRange Fraction() { return {0, true, 1, "a number in (0, 1]", "A number in (0, 1]."}; }
+
+// A number in `range`; the help gets the range's text appended.
+template <typename Field>
+Option Number(const char* name, const char* hint, absl::string_view help, bool reloadable,
+              Field field, NumberRange range) {
+  std::string full_help = absl::StrCat(help, " ", range.help);
+  return {name,
+          hint,
+          std::move(full_help),
+          reloadable,
+          [field](const Config& c) { return absl::StrCat(Ref(c, field)); },
+          [field, range = std::move(range)](absl::string_view v, Config* c) -> absl::Status {
+            double f;
+            if (!absl::SimpleAtod(v, &f) || !range.Contains(f)) {
+              return absl::InvalidArgumentError(absl::StrCat("expected ", range.expected));
+            }
+            Ref(*c, field) = f;
+            return absl::OkStatus();
+          }};
+}
+
+absl::Status ValidateDetectors(const Config& c) { return c.detect.Validate(); }
 
 const std::vector<Option>& Options() {
   static const auto* options = new std::vector<Option>{
-      {"sysfs-root", "DIR",
-       "Root of the sysfs tree to read (a fake tree for tests and the simulator).", false,
-       [](const Config& c) { return c.sysfs_root; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         if (v.empty()) return absl::InvalidArgumentError("must not be empty (a directory)");
-         c->sysfs_root = std::string(v);
-         return absl::OkStatus();
-       }},
-      {"metrics-listen", "HOST:PORT",
-       "Address of the Prometheus /metrics endpoint. Port 0 picks a free port (logged).", false,
-       [](const Config& c) { return c.metrics_listen; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         if (auto s = ValidateListenAddress(v); !s.ok()) return s;
-         c->metrics_listen = std::string(v);
-         return absl::OkStatus();
-       }},
-      {"grpc-listen", "HOST:PORT",
-       "Address of the gRPC span ingest and query server. Loopback by default. Port 0 picks a "
-       "free port (logged).",
-       false, [](const Config& c) { return c.grpc_listen; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         if (auto s = ValidateListenAddress(v); !s.ok()) return s;
-         c->grpc_listen = std::string(v);
-         return absl::OkStatus();
-       }},
-      {"log-level", "LEVEL", "Log level: debug, info, warn or error.", true,
+      String("sysfs-root", "DIR",
+             "Root of the sysfs tree to read (a fake tree for tests and the simulator).", kRestart,
+             &Config::sysfs_root,
+             [](absl::string_view v) -> absl::Status {
+               if (v.empty()) return absl::InvalidArgumentError("must not be empty (a directory)");
+               return absl::OkStatus();
+             }),
+      ListenAddress(
+          "metrics-listen",
+          "Address of the Prometheus /metrics endpoint. Port 0 picks a free port (logged).",
+          kRestart, &Config::metrics_listen),
+      ListenAddress("grpc-listen",
+                    "Address of the gRPC span ingest and query server. Loopback by default. Port 0 "
+                    "picks a free port (logged).",
+                    kRestart, &Config::grpc_listen),
+      {"log-level", "LEVEL", "Log level: debug, info, warn or error.", kReloadable,
        [](const Config& c) { return std::string(LogLevelName(c.log_level)); },
        [](absl::string_view v, Config* c) -> absl::Status {
          auto l = ParseLogLevel(v);
@@ -145,206 +284,123 @@ const std::vector<Option>& Options() {
          c->log_level = *l;
          return absl::OkStatus();
        }},
-      {"hot-interval", "DURATION",
-       "Hot tier poll interval (congestion hw_counters, netdev stats), e.g. 10ms.", false,
-       [](const Config& c) { return DurationText(c.hot_interval); },
-       DurationSetter(&Config::hot_interval)},
-      {"medium-interval", "DURATION",
-       "Medium tier poll interval (other hw_counters, ethtool). Equal to --hot-interval merges "
-       "the two tiers.",
-       false, [](const Config& c) { return DurationText(c.medium_interval); },
-       DurationSetter(&Config::medium_interval)},
-      {"slow-interval", "DURATION",
-       "Slow tier poll interval (IB PMA counters/: one firmware command per file on mlx5).", false,
-       [](const Config& c) { return DurationText(c.slow_interval); },
-       DurationSetter(&Config::slow_interval)},
-      {"config-interval", "DURATION",
-       "Config tier poll interval (PFC/ECN configuration, hw_counters lifespan).", false,
-       [](const Config& c) { return DurationText(c.config_interval); },
-       DurationSetter(&Config::config_interval)},
-      {"collectors", "LIST",
-       "Comma-separated collectors to enable; empty enables all (see --list-collectors).", false,
-       [](const Config& c) { return absl::StrJoin(c.collectors, ","); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         c->collectors = SplitList(v);
-         return absl::OkStatus();
-       }},
-      {"hot-counters", "LIST",
-       "Comma-separated hw_counters names read in the hot tier; the rest of hw_counters is read "
-       "in the medium tier.",
-       false, [](const Config& c) { return absl::StrJoin(c.hot_counters, ","); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         c->hot_counters = SplitList(v);
-         return absl::OkStatus();
-       }},
-      {"netdev-include", "REGEX",
-       "Extra network interfaces for the netdev collector (ECMAScript regex, full match), "
-       "besides the netdevs of RDMA ports.",
-       false, [](const Config& c) { return c.netdev_include; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         if (auto s = CheckRegexBounds(v); !s.ok()) return s;
-         try {
-           std::regex re{std::string(v)};
-         } catch (const std::regex_error& e) {
-           return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
-         }
-         c->netdev_include = std::string(v);
-         return absl::OkStatus();
-       }},
-      {"ethtool-dir", "DIR",
-       "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl (tests, "
-       "simulator). Empty uses the kernel.",
-       false, [](const Config& c) { return c.ethtool_dir; }, StringSetter(&Config::ethtool_dir)},
-      {"store-memory", "BYTES",
-       "Memory budget of the sample store, e.g. 256MiB; never exceeded (oldest chunks are "
-       "evicted).",
-       false, [](const Config& c) { return FormatBytes(c.store_memory_bytes); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         auto b = ParseByteSize(v);
-         if (!b.ok()) return b.status();
-         if (*b < (1ull << 20)) return absl::InvalidArgumentError("must be at least 1MiB");
-         c->store_memory_bytes = *b;
-         return absl::OkStatus();
-       }},
-      {"peak-window", "DURATION",
-       "Trailing window of the peak-rate and peak-pause-fraction gauges.", false,
-       [](const Config& c) { return DurationText(c.peak_window); },
-       DurationSetter(&Config::peak_window)},
-      {"burst-factor", "FACTOR",
-       "A poll interval is a microburst when its rate exceeds FACTOR times the trailing 1s mean "
-       "(and the signal's floor). A number > 1.",
-       true, [](const Config& c) { return absl::StrCat(c.burst_factor); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         double f;
-         if (!absl::SimpleAtod(v, &f) || !(f > 1.0) || f > 1e6) {
-           return absl::InvalidArgumentError("expected a number > 1");
-         }
-         c->burst_factor = f;
-         return absl::OkStatus();
-       }},
-      {"max-span-age", "DURATION",
-       "Spans that ended longer ago than DURATION are rejected at ingest (too_old) and evicted "
-       "from the span store.",
-       false, [](const Config& c) { return DurationText(c.max_span_age); },
-       DurationSetter(&Config::max_span_age)},
-      {"span-memory", "BYTES",
-       "Memory budget of the span store, e.g. 64MiB; when full the oldest spans are evicted "
-       "(counted). At least 1MiB.",
-       false, [](const Config& c) { return FormatBytes(c.span_memory_bytes); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         auto b = ParseByteSize(v);
-         if (!b.ok()) return b.status();
-         if (*b < (1ull << 20)) return absl::InvalidArgumentError("must be at least 1MiB");
-         c->span_memory_bytes = *b;
-         return absl::OkStatus();
-       }},
-      {"max-spans-per-request", "N",
-       "Spans in one ingest request (or stream message); a larger request fails with "
-       "INVALID_ARGUMENT. 1 to 1000000.",
-       false, [](const Config& c) { return absl::StrCat(c.max_spans_per_request); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         uint64_t n;
-         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 1000000) {
-           return absl::InvalidArgumentError("expected an integer from 1 to 1000000");
-         }
-         c->max_spans_per_request = n;
-         return absl::OkStatus();
-       }},
-      {"max-attributes-per-span", "N",
-       "Attributes of one span; a span with more is rejected (too_many_attributes). 1 to 10000.",
-       false, [](const Config& c) { return absl::StrCat(c.max_attributes_per_span); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         uint64_t n;
-         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000) {
-           return absl::InvalidArgumentError("expected an integer from 1 to 10000");
-         }
-         c->max_attributes_per_span = n;
-         return absl::OkStatus();
-       }},
-      {"max-attribute-bytes", "BYTES",
-       "Key plus value length of one span attribute (and the span name); a span with a longer "
-       "one is rejected (attribute_too_large). 16B to 1MiB.",
-       false, [](const Config& c) { return FormatBytes(c.max_attribute_bytes); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         auto b = ParseByteSize(v);
-         if (!b.ok()) return b.status();
-         if (*b < 16 || *b > (1ull << 20)) {
-           return absl::InvalidArgumentError("must be from 16 bytes to 1MiB");
-         }
-         c->max_attribute_bytes = *b;
-         return absl::OkStatus();
-       }},
-      {"ingest-stream-idle-timeout", "DURATION",
-       "An ingest stream that sends nothing for this long is cancelled (its slot freed).", false,
-       [](const Config& c) { return DurationText(c.stream_idle_timeout); },
-       DurationSetter(&Config::stream_idle_timeout)},
-      {"span-kind-patterns", "LIST",
-       "Span kind from the span name for spans without an explicit kind or fabricscope.kind "
-       "attribute: REGEX=KIND entries separated by ';' (case-insensitive search, first match "
-       "wins), tried before the built-in patterns for common inference span names. KIND: "
-       "request, prefill, decode_step, kv_transfer, collective, other.",
-       false, [](const Config& c) { return c.span_kind_patterns; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         auto p = ParseSpanKindPatterns(v);
-         if (!p.ok()) return p.status();
-         c->span_kind_patterns = std::string(v);
-         return absl::OkStatus();
-       }},
-      {"baseline-window", "DURATION",
-       "Correlation baseline: a span's counter rates are compared with the DURATION before it.",
-       false, [](const Config& c) { return DurationText(c.baseline_window); },
-       DurationSetter(&Config::baseline_window)},
+
+      // Scheduler tiers.
+      Duration("hot-interval",
+               "Hot tier poll interval (congestion hw_counters, netdev stats), e.g. 10ms.",
+               kRestart, &Config::hot_interval),
+      Duration("medium-interval",
+               "Medium tier poll interval (other hw_counters, ethtool). Equal to --hot-interval "
+               "merges the two tiers.",
+               kRestart, &Config::medium_interval),
+      Duration("slow-interval",
+               "Slow tier poll interval (IB PMA counters/: one firmware command per file on mlx5).",
+               kRestart, &Config::slow_interval),
+      Duration("config-interval",
+               "Config tier poll interval (PFC/ECN configuration, hw_counters lifespan).", kRestart,
+               &Config::config_interval),
+
+      // Collectors.
+      List("collectors",
+           "Comma-separated collectors to enable; empty enables all (see --list-collectors).",
+           kRestart, &Config::collectors),
+      List("hot-counters",
+           "Comma-separated hw_counters names read in the hot tier; the rest of hw_counters is "
+           "read in the medium tier.",
+           kRestart, &Config::hot_counters),
+      String("netdev-include", "REGEX",
+             "Extra network interfaces for the netdev collector (ECMAScript regex, full match), "
+             "besides the netdevs of RDMA ports.",
+             kRestart, &Config::netdev_include,
+             [](absl::string_view v) -> absl::Status {
+               if (auto s = CheckRegexBounds(v); !s.ok()) return s;
+               try {
+                 std::regex re{std::string(v)};
+               } catch (const std::regex_error& e) {
+                 return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
+               }
+               return absl::OkStatus();
+             }),
+      String("ethtool-dir", "DIR",
+             "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl "
+             "(tests, simulator). Empty uses the kernel.",
+             kRestart, &Config::ethtool_dir),
+
+      // Store.
+      ByteSize("store-memory",
+               "Memory budget of the sample store, e.g. 256MiB; never exceeded (oldest chunks are "
+               "evicted).",
+               kRestart, &Config::store_memory_bytes, 1ull << 20),
+      Duration("peak-window", "Trailing window of the peak-rate and peak-pause-fraction gauges.",
+               kRestart, &Config::peak_window),
+      Number("burst-factor", "FACTOR",
+             "A poll interval is a microburst when its rate exceeds FACTOR times the trailing 1s "
+             "mean (and the signal's floor).",
+             kReloadable, &Config::burst_factor, Above(1, 1e6)),
+
+      // Span ingest.
+      Duration("max-span-age",
+               "Spans that ended longer ago than DURATION are rejected at ingest (too_old) and "
+               "evicted from the span store.",
+               kRestart, &Config::max_span_age),
+      ByteSize("span-memory",
+               "Memory budget of the span store, e.g. 64MiB; when full the oldest spans are "
+               "evicted (counted). At least 1MiB.",
+               kRestart, &Config::span_memory_bytes, 1ull << 20),
+      Integer("max-spans-per-request",
+              "Spans in one ingest request (or stream message); a larger request fails with "
+              "INVALID_ARGUMENT.",
+              kRestart, &Config::max_spans_per_request, 1, 1000000),
+      Integer("max-attributes-per-span",
+              "Attributes of one span; a span with more is rejected (too_many_attributes).",
+              kRestart, &Config::max_attributes_per_span, 1, 10000),
+      ByteSize("max-attribute-bytes",
+               "Key plus value length of one span attribute (and the span name); a span with a "
+               "longer one is rejected (attribute_too_large). 16B to 1MiB.",
+               kRestart, &Config::max_attribute_bytes, 16, 1ull << 20),
+      Duration("ingest-stream-idle-timeout",
+               "An ingest stream that sends nothing for this long is cancelled (its slot freed).",
+               kRestart, &Config::stream_idle_timeout),
+      String("span-kind-patterns", "LIST",
+             "Span kind from the span name for spans without an explicit kind or "
+             "fabricscope.kind attribute: REGEX=KIND entries separated by ';' (case-insensitive "
+             "search, first match wins), tried before the built-in patterns for common inference "
+             "span names. KIND: request, prefill, decode_step, kv_transfer, collective, other.",
+             kRestart, &Config::span_kind_patterns,
+             [](absl::string_view v) { return ParseSpanKindPatterns(v).status(); }),
+
+      // Correlation.
+      Duration("baseline-window",
+               "Correlation baseline: a span's counter rates are compared with the DURATION "
+               "before it.",
+               kRestart, &Config::baseline_window),
       {"stall-thresholds", "LIST",
        "Per span name, the duration at which a span counts as a stall (besides "
        "fabricscope.stall=true), e.g. \"decode_step=200ms,kv_transfer=1s\".",
-       false, [](const Config& c) { return StallPolicy::Format(c.stall_thresholds); },
+       kRestart, [](const Config& c) { return StallPolicy::Format(c.stall_thresholds); },
        [](absl::string_view v, Config* c) -> absl::Status {
          auto t = StallPolicy::Parse(v);
          if (!t.ok()) return t.status();
          c->stall_thresholds = *std::move(t);
          return absl::OkStatus();
        }},
-      {"max-span-names", "N",
-       "Distinct span names in the name label of the span aggregates; further names count as "
-       "name=\"other\". 1 to 10000.",
-       false, [](const Config& c) { return absl::StrCat(c.max_span_names); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         uint64_t n;
-         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000) {
-           return absl::InvalidArgumentError("expected an integer from 1 to 10000");
-         }
-         c->max_span_names = n;
-         return absl::OkStatus();
-       }},
-      {"correlate-rate-factor", "FACTOR",
-       "A congestion signal is anomalous in a span when its rate is at least FACTOR times its "
-       "baseline rate (and above its floor). A number >= 1.",
-       false, [](const Config& c) { return absl::StrCat(c.correlate_rate_factor); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         double f;
-         if (!absl::SimpleAtod(v, &f) || !(f >= 1.0) || f > 1e6) {
-           return absl::InvalidArgumentError("expected a number >= 1");
-         }
-         c->correlate_rate_factor = f;
-         return absl::OkStatus();
-       }},
-      {"correlate-pause-fraction", "FRACTION",
-       "A port/priority paused for at least FRACTION of a span makes the span's verdict fabric. "
-       "A number in (0, 1].",
-       false, [](const Config& c) { return absl::StrCat(c.correlate_pause_fraction); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         double f;
-         if (!absl::SimpleAtod(v, &f) || !(f > 0) || f > 1) {
-           return absl::InvalidArgumentError("expected a number in (0, 1]");
-         }
-         c->correlate_pause_fraction = f;
-         return absl::OkStatus();
-       }},
+      Integer("max-span-names",
+              "Distinct span names in the name label of the span aggregates; further names count "
+              "as name=\"other\".",
+              kRestart, &Config::max_span_names, 1, 10000),
+      Number("correlate-rate-factor", "FACTOR",
+             "A congestion signal is anomalous in a span when its rate is at least FACTOR times "
+             "its baseline rate (and above its floor).",
+             kRestart, &Config::correlate_rate_factor, AtLeast(1, 1e6)),
+      Number("correlate-pause-fraction", "FRACTION",
+             "A port/priority paused for at least FRACTION of a span makes the span's verdict "
+             "fabric.",
+             kRestart, &Config::correlate_pause_fraction, Fraction()),
       {"correlate-floors", "LIST",
        "Per signal class, the rate (events per second) below which it is never anomalous: "
        "CLASS=RATE pairs overriding the defaults shown. Classes: pause, pause_frames, "
        "pause_storm, ecn, cnp, discards, drops, retransmits, port_errors, xmit_wait, fec.",
-       false,
+       kRestart,
        [](const Config& c) {
          auto floors = CorrelationOptions::DefaultFloors();
          (void)ParseFloors(c.correlate_floors, &floors);
@@ -356,148 +412,117 @@ const std::vector<Option>& Options() {
          c->correlate_floors = std::string(v);
          return absl::OkStatus();
        }},
-      {"correlate-min-coverage", "FRACTION",
-       "A span is clean only when every congestion series in its scope has samples covering at "
-       "least FRACTION of it; otherwise unknown. A number in (0, 1].",
-       false, [](const Config& c) { return absl::StrCat(c.correlate_min_coverage); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         double f;
-         if (!absl::SimpleAtod(v, &f) || !(f > 0) || f > 1) {
-           return absl::InvalidArgumentError("expected a number in (0, 1]");
-         }
-         c->correlate_min_coverage = f;
-         return absl::OkStatus();
-       }},
-      {"correlate-queue", "N",
-       "Spans waiting for their window to be polled before the correlation worker counts them in "
-       "the span aggregates (bounded; the worker stops reading the span store when full). 1 to "
-       "10000000.",
-       false, [](const Config& c) { return absl::StrCat(c.correlate_queue); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         uint64_t n;
-         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 10000000) {
-           return absl::InvalidArgumentError("expected an integer from 1 to 10000000");
-         }
-         c->correlate_queue = n;
-         return absl::OkStatus();
-       }},
-      DetectList("detectors",
-                 absl::StrCat("Comma-separated detectors to run: ",
-                              absl::StrJoin(BuiltinDetectorNames(), ", "), "; empty runs none."),
-                 &DetectorOptions::enabled),
-      DetectNumber("pfc-storm-fraction",
-                   "PFC storm: a poll interval counts as stormy when the priority was paused for "
-                   "at least this fraction of it.",
-                   &DetectorOptions::pfc_storm_fraction, 0.01, 1),
-      DetectDuration("pfc-storm-detection-time",
-                     "PFC storm: stormy intervals must last this long before a storm is declared.",
-                     &DetectorOptions::pfc_storm_detection),
-      DetectDuration("pfc-storm-restoration-time",
-                     "PFC storm: calm intervals must last this long before a storm ends.",
-                     &DetectorOptions::pfc_storm_restoration),
-      DetectList("microburst-signals",
-                 "Signals whose microbursts (see --burst-factor) the microburst detector reports "
-                 "as episodes (counter families without fabricscope_ and _total).",
-                 &DetectorOptions::microburst_signals),
-      DetectDuration("microburst-gap",
-                     "Microbursts of one series closer than this belong to one episode.",
-                     &DetectorOptions::microburst_gap),
-      DetectDuration("ecn-window", "ECN mistuning: the trailing window the rates are taken over.",
-                     &DetectorOptions::ecn_window),
-      DetectDuration("ecn-detection-time",
-                     "ECN mistuning: how long a condition must hold before it is reported.",
-                     &DetectorOptions::ecn_detection),
-      DetectDuration("ecn-restoration-time",
-                     "ECN mistuning: how long a condition must be gone before the report ends.",
-                     &DetectorOptions::ecn_restoration),
-      DetectNumber("ecn-drop-floor",
-                   "ECN marking too late: discards per second on the port at or above which "
-                   "marking is judged.",
-                   &DetectorOptions::ecn_drop_floor, 1e-3, 1e12),
-      DetectNumber("ecn-mark-ratio",
-                   "ECN marking too late: ECN marks + CNPs per discard below which marking is "
-                   "flat.",
-                   &DetectorOptions::ecn_mark_ratio, 0, 1e6),
-      DetectNumber("ecn-cnp-floor",
-                   "ECN too aggressive: CNPs per second (sent + handled) at or above which the "
-                   "port is judged.",
-                   &DetectorOptions::ecn_cnp_floor, 1e-3, 1e12),
-      DetectNumber("ecn-low-utilization",
-                   "ECN too aggressive: link utilization (of the port's rate) below which CNPs "
-                   "are suspicious.",
-                   &DetectorOptions::ecn_low_utilization, 0.001, 1),
-      DetectDuration("retransmit-window", "Retransmit spike: the window of the judged rate.",
-                     &DetectorOptions::retransmit_window),
-      DetectDuration("retransmit-baseline",
-                     "Retransmit spike: the trailing window of the baseline rate.",
-                     &DetectorOptions::retransmit_baseline),
-      DetectNumber("retransmit-floor",
-                   "Retransmit spike: events per second at or above which a counter can spike.",
-                   &DetectorOptions::retransmit_floor, 1e-3, 1e12),
-      DetectNumber("retransmit-factor",
-                   "Retransmit spike: the rate must be at least this multiple of the baseline.",
-                   &DetectorOptions::retransmit_factor, 1, 1e6),
-      DetectNumber("fec-corrected-factor",
-                   "Link degradation: FEC corrected rate over 1s at least this multiple of its "
-                   "baseline (--fec-baseline) is fec_corrected_rising.",
-                   &DetectorOptions::fec_corrected_factor, 1, 1e9),
-      DetectDuration("fec-baseline", "Link degradation: the baseline window of the FEC rate.",
-                     &DetectorOptions::fec_baseline),
-      DetectDuration("link-hold-time",
-                     "Link degradation: error-counter increases closer than this are one episode.",
-                     &DetectorOptions::link_hold),
-      {"max-events", "N", "Detector events kept in the event ring (oldest go first). 1 to 1000000.",
-       false, [](const Config& c) { return absl::StrCat(c.detect.max_events); },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         uint64_t n;
-         if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 1000000) {
-           return absl::InvalidArgumentError("expected an integer from 1 to 1000000");
-         }
-         c->detect.max_events = n;
-         return absl::OkStatus();
-       }},
-      {"grpc-tls-cert", "FILE",
-       "PEM certificate (chain) of the gRPC server; with --grpc-tls-key, ingest and queries "
-       "are served over TLS only. Empty: plain text.",
-       false, [](const Config& c) { return c.grpc_tls_cert; },
-       StringSetter(&Config::grpc_tls_cert)},
-      {"grpc-tls-key", "FILE", "PEM private key of --grpc-tls-cert.", false,
-       [](const Config& c) { return c.grpc_tls_key; }, StringSetter(&Config::grpc_tls_key)},
-      {"grpc-tls-client-ca", "FILE",
-       "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). Needs "
-       "--grpc-tls-cert.",
-       false, [](const Config& c) { return c.grpc_tls_client_ca; },
-       StringSetter(&Config::grpc_tls_client_ca)},
-      {"metrics-auth-file", "FILE",
-       "\"user:password\" lines: /metrics requires HTTP basic auth (/healthz and /readyz stay "
-       "open). Plain HTTP: terminate TLS in front of the daemon (see deploy/README.md). Empty: "
-       "no auth.",
-       false, [](const Config& c) { return c.metrics_auth_file; },
-       StringSetter(&Config::metrics_auth_file)},
-      {"allow-root", "",
-       "Run as root. Without it the daemon refuses to start as root unless --user is given: "
-       "no collector needs privileges (sysfs, rtnetlink and ethtool reads work unprivileged).",
-       false, [](const Config& c) { return c.allow_root ? "true" : "false"; },
-       [](absl::string_view v, Config* c) -> absl::Status {
-         if (v == "true" || v.empty()) {
-           c->allow_root = true;
-         } else if (v == "false") {
-           c->allow_root = false;
-         } else {
-           return absl::InvalidArgumentError("expected true or false");
-         }
-         return absl::OkStatus();
-       }},
-      {"user", "NAME",
-       "Started as root: switch to this user (and its group, no supplementary groups) once the "
-       "listeners are bound. Empty: stay who we are.",
-       false, [](const Config& c) { return c.run_as_user; }, StringSetter(&Config::run_as_user)},
-      {"replay", "FILE",
-       "Replay a JSON Lines recording (docs/recording.md) instead of polling: samples go through "
-       "the store and detectors, spans through correlation. Empty: poll the host.",
-       false, [](const Config& c) { return c.replay_file; }, StringSetter(&Config::replay_file)},
+      Number("correlate-min-coverage", "FRACTION",
+             "A span is clean only when every congestion series in its scope has samples covering "
+             "at least FRACTION of it; otherwise unknown.",
+             kRestart, &Config::correlate_min_coverage, Fraction()),
+      Integer("correlate-queue",
+              "Spans waiting for their window to be polled before the correlation worker counts "
+              "them in the span aggregates (bounded; the worker stops reading the span store when "
+              "full).",
+              kRestart, &Config::correlate_queue, 1, 10000000),
+
+      // Detectors (Config::detect).
+      List("detectors",
+           absl::StrCat("Comma-separated detectors to run: ",
+                        absl::StrJoin(BuiltinDetectorNames(), ", "), "; empty runs none."),
+           kRestart, &DetectorOptions::enabled, ValidateDetectors),
+      Number("pfc-storm-fraction", "NUMBER",
+             "PFC storm: a poll interval counts as stormy when the priority was paused for at "
+             "least this fraction of it.",
+             kRestart, &DetectorOptions::pfc_storm_fraction, Between(0.01, 1)),
+      Duration("pfc-storm-detection-time",
+               "PFC storm: stormy intervals must last this long before a storm is declared.",
+               kRestart, &DetectorOptions::pfc_storm_detection),
+      Duration("pfc-storm-restoration-time",
+               "PFC storm: calm intervals must last this long before a storm ends.", kRestart,
+               &DetectorOptions::pfc_storm_restoration),
+      List("microburst-signals",
+           "Signals whose microbursts (see --burst-factor) the microburst detector reports as "
+           "episodes (counter families without fabricscope_ and _total).",
+           kRestart, &DetectorOptions::microburst_signals, ValidateDetectors),
+      Duration("microburst-gap",
+               "Microbursts of one series closer than this belong to one episode.", kRestart,
+               &DetectorOptions::microburst_gap),
+      Duration("ecn-window", "ECN mistuning: the trailing window the rates are taken over.",
+               kRestart, &DetectorOptions::ecn_window),
+      Duration("ecn-detection-time",
+               "ECN mistuning: how long a condition must hold before it is reported.", kRestart,
+               &DetectorOptions::ecn_detection),
+      Duration("ecn-restoration-time",
+               "ECN mistuning: how long a condition must be gone before the report ends.", kRestart,
+               &DetectorOptions::ecn_restoration),
+      Number("ecn-drop-floor", "NUMBER",
+             "ECN marking too late: discards per second on the port at or above which marking is "
+             "judged.",
+             kRestart, &DetectorOptions::ecn_drop_floor, Between(1e-3, 1e12)),
+      Number("ecn-mark-ratio", "NUMBER",
+             "ECN marking too late: ECN marks + CNPs per discard below which marking is flat.",
+             kRestart, &DetectorOptions::ecn_mark_ratio, Between(0, 1e6)),
+      Number("ecn-cnp-floor", "NUMBER",
+             "ECN too aggressive: CNPs per second (sent + handled) at or above which the port is "
+             "judged.",
+             kRestart, &DetectorOptions::ecn_cnp_floor, Between(1e-3, 1e12)),
+      Number("ecn-low-utilization", "NUMBER",
+             "ECN too aggressive: link utilization (of the port's rate) below which CNPs are "
+             "suspicious.",
+             kRestart, &DetectorOptions::ecn_low_utilization, Between(0.001, 1)),
+      Duration("retransmit-window", "Retransmit spike: the window of the judged rate.", kRestart,
+               &DetectorOptions::retransmit_window),
+      Duration("retransmit-baseline", "Retransmit spike: the trailing window of the baseline rate.",
+               kRestart, &DetectorOptions::retransmit_baseline),
+      Number("retransmit-floor", "NUMBER",
+             "Retransmit spike: events per second at or above which a counter can spike.", kRestart,
+             &DetectorOptions::retransmit_floor, Between(1e-3, 1e12)),
+      Number("retransmit-factor", "NUMBER",
+             "Retransmit spike: the rate must be at least this multiple of the baseline.", kRestart,
+             &DetectorOptions::retransmit_factor, Between(1, 1e6)),
+      Number("fec-corrected-factor", "NUMBER",
+             "Link degradation: FEC corrected rate over 1s at least this multiple of its baseline "
+             "(--fec-baseline) is fec_corrected_rising.",
+             kRestart, &DetectorOptions::fec_corrected_factor, Between(1, 1e9)),
+      Duration("fec-baseline", "Link degradation: the baseline window of the FEC rate.", kRestart,
+               &DetectorOptions::fec_baseline),
+      Duration("link-hold-time",
+               "Link degradation: error-counter increases closer than this are one episode.",
+               kRestart, &DetectorOptions::link_hold),
+      Integer("max-events", "Detector events kept in the event ring (oldest go first).", kRestart,
+              &DetectorOptions::max_events, 1, 1000000),
+
+      // Transport security.
+      String("grpc-tls-cert", "FILE",
+             "PEM certificate (chain) of the gRPC server; with --grpc-tls-key, ingest and queries "
+             "are served over TLS only. Empty: plain text.",
+             kRestart, &Config::grpc_tls_cert),
+      String("grpc-tls-key", "FILE", "PEM private key of --grpc-tls-cert.", kRestart,
+             &Config::grpc_tls_key),
+      String("grpc-tls-client-ca", "FILE",
+             "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). "
+             "Needs --grpc-tls-cert.",
+             kRestart, &Config::grpc_tls_client_ca),
+      String("metrics-auth-file", "FILE",
+             "\"user:password\" lines: /metrics requires HTTP basic auth (/healthz and /readyz "
+             "stay open). Plain HTTP: terminate TLS in front of the daemon (see deploy/README.md). "
+             "Empty: no auth.",
+             kRestart, &Config::metrics_auth_file),
+
+      // Privileges.
+      Bool("allow-root",
+           "Run as root. Without it the daemon refuses to start as root unless --user is given: "
+           "no collector needs privileges (sysfs, rtnetlink and ethtool reads work unprivileged).",
+           kRestart, &Config::allow_root),
+      String("user", "NAME",
+             "Started as root: switch to this user (and its group, no supplementary groups) once "
+             "the listeners are bound. Empty: stay who we are.",
+             kRestart, &Config::run_as_user),
+
+      // Replay.
+      String("replay", "FILE",
+             "Replay a JSON Lines recording (docs/recording.md) instead of polling: samples go "
+             "through the store and detectors, spans through correlation. Empty: poll the host.",
+             kRestart, &Config::replay_file),
       {"replay-speed", "X|max",
-       "Replay pace: X times real time (a number > 0), or max (as fast as possible).", false,
+       "Replay pace: X times real time (a number > 0), or max (as fast as possible).", kRestart,
        [](const Config& c) {
          return c.replay_speed == 0 ? std::string("max") : absl::StrCat(c.replay_speed);
        },
@@ -513,17 +538,18 @@ const std::vector<Option>& Options() {
          c->replay_speed = f;
          return absl::OkStatus();
        }},
-      {"state-dir", "DIR",
-       "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
-       "written to DIR/snapshot and restored from there at the next start (a corrupt or "
-       "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
-       "empty). DIR must be writable by the user the daemon runs as. Empty: start empty.",
-       false, [](const Config& c) { return c.state_dir; }, StringSetter(&Config::state_dir)},
-      {"state-save-timeout", "DURATION",
-       "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned (the "
-       "previous one is not replaced) and the daemon exits.",
-       false, [](const Config& c) { return DurationText(c.state_save_timeout); },
-       DurationSetter(&Config::state_save_timeout)},
+
+      // State across restarts.
+      String("state-dir", "DIR",
+             "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
+             "written to DIR/snapshot and restored from there at the next start (a corrupt or "
+             "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
+             "empty). DIR must be writable by the user the daemon runs as. Empty: start empty.",
+             kRestart, &Config::state_dir),
+      Duration("state-save-timeout",
+               "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "
+               "(the previous one is not replaced) and the daemon exits.",
+               kRestart, &Config::state_save_timeout),
   };
   return *options;
 }

@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/json.h"
 
 namespace fabricscope {
 namespace {
@@ -384,37 +385,6 @@ absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line) {
     return absl::InvalidArgumentError("\"source\" and \"name\" must not be empty");
   }
   return out;
-}
-
-void AppendJsonString(std::string* out, absl::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      default:
-        if (u < 0x20) {
-          absl::StrAppend(out, "\\u00", absl::Hex(u, absl::kZeroPad2));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 std::string FormatSampleLine(int64_t ts_ns, const SeriesKey& key, uint64_t value) {

@@ -59,10 +59,6 @@ struct RecordingLine {
 };
 absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line);
 
-// Appends `s` as a JSON string literal (quotes, escapes; control characters
-// as \u00XX). Shared by every JSON writer of the project.
-void AppendJsonString(std::string* out, absl::string_view s);
-
 // The lines, without the trailing newline.
 std::string FormatSampleLine(int64_t ts_ns, const SeriesKey& key, uint64_t value);
 std::string FormatSpanLine(const v1::Span& span);

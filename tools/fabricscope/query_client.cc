@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "daemon/recording/recording.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fabricscope::cli {
@@ -100,12 +99,6 @@ absl::StatusOr<std::string> ParseHexId(absl::string_view hex, size_t size, absl:
     }
     out[i] = static_cast<char>(v);
   }
-  return out;
-}
-
-std::string JsonString(absl::string_view s) {
-  std::string out;
-  AppendJsonString(&out, s);
   return out;
 }
 

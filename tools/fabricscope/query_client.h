@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/json.h"
 #include "fabricscope/v1/query.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/cli.h"
@@ -31,8 +32,7 @@ absl::Status UseTls(const CliContext& ctx);
 std::string Hex(absl::string_view bytes);
 // Parses hex into exactly `size` bytes.
 absl::StatusOr<std::string> ParseHexId(absl::string_view hex, size_t size, absl::string_view flag);
-// A JSON string literal (quotes and escapes).
-std::string JsonString(absl::string_view s);
+// JSON string literals: JsonString (core/json.h).
 // A JSON number (finite; non-finite becomes 0).
 std::string JsonNumber(double v);
 // "2026-11-30T19:20:01.123456Z".

@@ -17,6 +17,14 @@ TEST(LogTest, FormatsLogfmtWithQuoting) {
             "device=mlx5_1 path=\"a b\\\"c\" empty=\"\"\n");
 }
 
+TEST(LogTest, QuotedValuesAreJsonStrings) {
+  std::string line = FormatLogLine(absl::FromUnixMillis(0), LogLevel::kInfo, "t", "m",
+                                   {{"err", "a=b\\c\r\n\x01"}, {"name", "r\xC3\xA9seau"}});
+  EXPECT_EQ(line,
+            "ts=1970-01-01T00:00:00.000Z level=info component=t msg=m "
+            "err=\"a=b\\\\c\\r\\n\\u0001\" name=r\xC3\xA9seau\n");
+}
+
 TEST(LogTest, LevelFilters) {
   std::string captured;
   SetLogCaptureForTest(&captured);
