@@ -183,11 +183,8 @@ const std::vector<Option>& Options() {
        false, [](const Config& c) { return c.netdev_include; },
        [](absl::string_view v, Config* c) -> absl::Status {
          if (auto s = CheckRegexBounds(v); !s.ok()) return s;
-         try {
-           std::regex re{std::string(v)};
-         } catch (const std::regex_error& e) {
-           return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
-         }
+         // The same compile the collectors' filter gets (collectors/netdev_filter.h).
+         if (auto f = NetdevFilter::Compile(v); !f.ok()) return f.status();
          c->netdev_include = std::string(v);
          return absl::OkStatus();
        }},
@@ -634,11 +631,15 @@ absl::StatusOr<Config> Build(const std::string& file, const std::vector<Flag>& f
 
 }  // namespace
 
-CollectorOptions CollectorOptionsFromConfig(const Config& config) {
+absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config) {
   CollectorOptions options;
   options.sysfs_root = config.sysfs_root;
   options.ethtool_dir = config.ethtool_dir;
-  options.netdev_include = config.netdev_include;
+  absl::StatusOr<NetdevFilter> include = NetdevFilter::Compile(config.netdev_include);
+  if (!include.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("netdev-include: ", include.status().message()));
+  }
+  options.netdev_include = *std::move(include);
   options.hot_counters = config.hot_counters;
   return options;
 }
