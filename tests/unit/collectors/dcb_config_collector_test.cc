@@ -48,8 +48,7 @@ TEST(DcbConfigCollectorTest, EcnFixtureTreeAndLifespan) {
   auto dcb = std::make_unique<FakeDcb>();
   dcb->pfc["eth0"] = 0b00001000;  // PFC on priority 3
   FakeDcb* fake = dcb.get();
-  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", NetdevFilter(),
-                       std::move(dcb));
+  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", NetdevFilter(), std::move(dcb));
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());
   ASSERT_TRUE(c.Poll(ctx).ok());
