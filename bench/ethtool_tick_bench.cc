@@ -42,7 +42,7 @@ class Ctx final : public PollContext {
   Tier tier() const override { return Tier::kMedium; }
   int64_t ts_ns() const override { return ts_; }
   void Append(SeriesId id, uint64_t raw) override { store_->Append(id, ts_, raw); }
-  void Error(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
+  void RecordError(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
   int64_t ts_ = 1'700'000'000'000'000'000;
   int errors = 0;
 

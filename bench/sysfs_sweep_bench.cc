@@ -138,7 +138,7 @@ class BenchPollContext final : public PollContext {
     ++appends;
     if (store_ != nullptr) store_->Append(id, ts_, raw);
   }
-  void Error(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
+  void RecordError(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
   uint64_t appends = 0;
   uint64_t errors = 0;
 

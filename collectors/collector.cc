@@ -34,4 +34,19 @@ absl::string_view CollectorErrorCodeName(CollectorErrorCode code) {
   return "unknown";
 }
 
+CollectorErrorCode CollectorErrorCodeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      return CollectorErrorCode::kNotFound;
+    case absl::StatusCode::kPermissionDenied:
+      return CollectorErrorCode::kPermissionDenied;
+    case absl::StatusCode::kDataLoss:
+      return CollectorErrorCode::kParse;
+    case absl::StatusCode::kUnimplemented:
+      return CollectorErrorCode::kUnsupported;
+    default:
+      return CollectorErrorCode::kIo;
+  }
+}
+
 }  // namespace fabricscope

@@ -17,9 +17,12 @@
 //
 // Errors (STYLE.md taxonomy): no data is not an error. Environmental trouble
 // on one file or device (ENOENT after hot-unplug, EACCES, garbage in a counter
-// file) is reported with ctx.Error(): counted in
+// file) is reported with ctx.Error(status, key): counted in
 // fabricscope_collector_errors_total{collector,code}, logged at a limited
-// rate, and the poll goes on with the other series. Poll returns a non-OK
+// rate, and the poll goes on with the other series. Collectors build the
+// status with core/errors.h (ErrnoToStatus for an errno, UnparsableError for
+// garbage) and never pick the `code` label themselves: PollContext::Error
+// maps the status with CollectorErrorCodeOf, the one mapping. Poll returns a non-OK
 // status only when the whole tick failed; that is counted too. Collectors never
 // throw, and never block for long: no sleeping, no waiting on locks held by
 // readers.
@@ -37,6 +40,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "collectors/netdev_filter.h"
 #include "core/hot_counters.h"
 #include "core/series.h"
 
@@ -62,6 +66,18 @@ enum class CollectorErrorCode : uint8_t {
 absl::string_view CollectorErrorCodeName(CollectorErrorCode code);
 inline constexpr int kNumCollectorErrorCodes = 6;
 
+// The one Status -> error class mapping (statuses as core/errors.h builds
+// them):
+//   NotFound          -> kNotFound
+//   PermissionDenied  -> kPermissionDenied
+//   DataLoss          -> kParse        (UnparsableError: garbage content)
+//   Unimplemented     -> kUnsupported  (EOPNOTSUPP, EINVAL, "N/A", no such family)
+//   anything else     -> kIo           (Internal, Unavailable, DeadlineExceeded,
+//                                       ResourceExhausted, ...; an OK status,
+//                                       which is no error to report, too)
+// Never kPoll: that class is the scheduler's, for a Poll that returned non-OK.
+CollectorErrorCode CollectorErrorCodeOf(const absl::Status& status);
+
 // The options collectors take: the composition root (daemon/config.cc,
 // CollectorOptionsFromConfig) fills it from the daemon's config; tests and
 // benchmarks fill it by hand. Collectors never see the daemon's Config.
@@ -71,9 +87,9 @@ struct CollectorOptions {
   // Read `ethtool -S` text files from this directory instead of the ioctl
   // (--ethtool-dir; empty: the kernel).
   std::string ethtool_dir;
-  // Extra interfaces besides the RDMA netdevs: a regex that must match the
-  // whole name (--netdev-include; empty: none).
-  std::string netdev_include;
+  // Extra interfaces besides the RDMA netdevs (--netdev-include, compiled
+  // once; the empty filter: none). Used by netdev, ethtool and dcb_config.
+  NetdevFilter netdev_include;
   // hw_counters names the rdma_sysfs collector reads every hot tick.
   std::vector<std::string> hot_counters = DefaultHotCounters();
 };
@@ -94,9 +110,17 @@ class PollContext {
   // The tick's realtime timestamp (unix ns), the same for every sample.
   virtual int64_t ts_ns() const = 0;
   virtual void Append(SeriesId id, uint64_t raw) = 0;
-  // Counts a non-fatal error and logs it at a limited rate per `key` (a file
-  // path or device name: bounded by the caller).
-  virtual void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) = 0;
+  // Counts a non-fatal error under CollectorErrorCodeOf(status) and logs
+  // status.message() at a limited rate per `key` (a file path or device name:
+  // bounded by the caller). The one place a status becomes a `code` label.
+  void Error(const absl::Status& status, absl::string_view key) {
+    RecordError(CollectorErrorCodeOf(status), key, status.message());
+  }
+
+ protected:
+  // The implementation's sink for Error(): count `code`, log `detail`.
+  virtual void RecordError(CollectorErrorCode code, absl::string_view key,
+                           absl::string_view detail) = 0;
 };
 
 class Collector {

@@ -1,7 +1,5 @@
 #include "collectors/dcb_config_collector.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <linux/dcbnl.h>
 #include <net/if.h>
 #include <netlink/msg.h>
@@ -9,17 +7,15 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "collectors/netlink_util.h"
+#include "collectors/netlink_transaction.h"
+#include "collectors/sysfs_reader.h"
+#include "core/errors.h"
 #include "core/signals.h"
 #include "store/store.h"
 
@@ -27,37 +23,6 @@ namespace fabricscope {
 namespace {
 
 constexpr absl::string_view kSource = "dcb_config";
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string msg = absl::StrCat(what, ": ", strerror(err));
-  switch (err) {
-    case EOPNOTSUPP:
-      return absl::UnimplementedError(msg);
-    case ENODEV:
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
-CollectorErrorCode CodeOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      return CollectorErrorCode::kNotFound;
-    case absl::StatusCode::kPermissionDenied:
-      return CollectorErrorCode::kPermissionDenied;
-    case absl::StatusCode::kInvalidArgument:
-      return CollectorErrorCode::kParse;
-    case absl::StatusCode::kUnimplemented:
-      return CollectorErrorCode::kUnsupported;
-    default:
-      return CollectorErrorCode::kIo;
-  }
-}
 
 class KernelDcbSource final : public DcbSource {
  public:
@@ -88,61 +53,26 @@ class KernelDcbSource final : public DcbSource {
       nlmsg_free(msg);
       return absl::InternalError("cannot build the dcbnl request");
     }
-    int err = nl_send_auto(sock_, msg);
-    const uint32_t seq = nlmsg_hdr(msg)->nlmsg_seq;
+    absl::Status s =
+        NetlinkTransact(sock_, msg, RTM_GETDCB, absl::StrCat("dcbnl IEEE_GET ", netdev), &reply_);
     nlmsg_free(msg);
-    if (err < 0) return absl::InternalError(absl::StrCat("netlink send: ", nl_geterror(err)));
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      sockaddr_nl peer{};
-      unsigned char* buf = nullptr;
-      int n = nl_recv(sock_, &peer, &buf, nullptr);
-      if (n <= 0) {
-        free(buf);
-        return absl::InternalError(
-            absl::StrCat("netlink receive: ", n == 0 ? "no data" : nl_geterror(n)));
-      }
-      std::optional<absl::StatusOr<uint8_t>> result;
-      for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
-        if (h->nlmsg_seq != seq) continue;
-        if (h->nlmsg_type == NLMSG_ERROR) {
-          if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) continue;  // too short to say
-          auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
-          if (e->error == 0) continue;
-          result = ErrnoStatus(NetlinkErrno(e->error), absl::StrCat("dcbnl IEEE_GET ", netdev));
-          break;
-        }
-        if (h->nlmsg_type == RTM_GETDCB) {
-          result = ParseDcbIeeeGetReply(h);
-          break;
-        }
-      }
-      free(buf);
-      if (result) return *result;
-    }
-    return absl::InternalError("no dcbnl reply");
+    if (!s.ok()) return s;
+    if (reply_.empty()) return absl::InternalError("no dcbnl reply");
+    return ParseDcbIeeeGetReply(reinterpret_cast<const nlmsghdr*>(reply_.data()));
   }
 
  private:
   nl_sock* sock_ = nullptr;
+  std::vector<uint8_t> reply_;  // the last answer (NetlinkTransact's buffer)
 };
 
-// Reads a small sysfs file; nullopt when it does not exist.
+// Reads a small decimal sysfs file (collectors/sysfs_reader.h); nullopt when
+// it does not exist (a missing source is not an error).
 absl::StatusOr<std::optional<uint64_t>> ReadUint(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::optional<uint64_t>();
-    return ErrnoStatus(errno, path);
-  }
-  char buf[64];
-  ssize_t n = read(fd, buf, sizeof(buf));
-  int err = errno;
-  close(fd);
-  if (n < 0) return ErrnoStatus(err, path);
-  uint64_t v = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(buf, n)), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a number"));
-  }
-  return std::optional<uint64_t>(v);
+  absl::StatusOr<uint64_t> v = ReadUintAttribute(path);
+  if (absl::IsNotFound(v.status())) return std::optional<uint64_t>();
+  if (!v.ok()) return v.status();
+  return std::optional<uint64_t>(*v);
 }
 
 bool IsDir(const std::string& path) {
@@ -155,17 +85,17 @@ bool IsDir(const std::string& path) {
 absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply) {
   nlattr* tb[DCB_ATTR_MAX + 1] = {};
   if (nlmsg_parse(const_cast<nlmsghdr*>(reply), sizeof(dcbmsg), tb, DCB_ATTR_MAX, nullptr) < 0) {
-    return absl::InternalError("malformed dcbnl reply");
+    return UnparsableError("malformed dcbnl reply");
   }
   if (tb[DCB_ATTR_IEEE] == nullptr) return absl::UnimplementedError("no DCB_ATTR_IEEE in reply");
   nlattr* ieee[DCB_ATTR_IEEE_MAX + 1] = {};
   if (nla_parse_nested(ieee, DCB_ATTR_IEEE_MAX, tb[DCB_ATTR_IEEE], nullptr) < 0) {
-    return absl::InternalError("malformed DCB_ATTR_IEEE nest");
+    return UnparsableError("malformed DCB_ATTR_IEEE nest");
   }
   const nlattr* pfc = ieee[DCB_ATTR_IEEE_PFC];
   if (pfc == nullptr) return absl::UnimplementedError("no IEEE PFC configuration");
   if (nla_len(pfc) < static_cast<int>(offsetof(ieee_pfc, pfc_en) + 1)) {
-    return absl::InternalError("short DCB_ATTR_IEEE_PFC");
+    return UnparsableError("short DCB_ATTR_IEEE_PFC");
   }
   ieee_pfc v{};
   memcpy(&v, nla_data(pfc), std::min<size_t>(sizeof(v), nla_len(pfc)));
@@ -183,15 +113,11 @@ absl::StatusOr<std::unique_ptr<Collector>> DcbConfigCollector::Create(const Coll
 }
 
 DcbConfigCollector::DcbConfigCollector(Store* store, std::string sysfs_root,
-                                       std::string netdev_include, std::unique_ptr<DcbSource> dcb)
-    : store_(store), sysfs_root_(std::move(sysfs_root)), dcb_(std::move(dcb)) {
-  if (!netdev_include.empty()) {
-    try {
-      include_.emplace(netdev_include);
-    } catch (const std::regex_error&) {
-    }
-  }
-}
+                                       NetdevFilter netdev_include, std::unique_ptr<DcbSource> dcb)
+    : store_(store),
+      sysfs_root_(std::move(sysfs_root)),
+      include_(std::move(netdev_include)),
+      dcb_(std::move(dcb)) {}
 
 absl::Status DcbConfigCollector::Discover(PollContext& ctx) { return absl::OkStatus(); }
 
@@ -220,7 +146,7 @@ void DcbConfigCollector::PollEcn(PollContext& ctx, const std::string& netdev, co
       const std::string path = absl::StrCat(dir, "/", p);
       absl::StatusOr<std::optional<uint64_t>> v = ReadUint(path);
       if (!v.ok()) {
-        ctx.Error(CodeOf(v.status()), path, v.status().message());
+        ctx.Error(v.status(), path);
         continue;
       }
       if (!v->has_value()) continue;
@@ -236,24 +162,21 @@ absl::Status DcbConfigCollector::Poll(PollContext& ctx) {
   for (const PortInfo& p : ports) {
     if (p.present && !p.netdev.empty()) netdevs.try_emplace(p.netdev, Owner{p.device, p.port});
   }
-  if (include_) {
+  if (!include_.empty()) {
     if (struct if_nameindex* ifs = if_nameindex(); ifs != nullptr) {
       for (struct if_nameindex* i = ifs; i->if_index != 0 && i->if_name != nullptr; ++i) {
-        if (std::regex_match(i->if_name, *include_)) netdevs.try_emplace(i->if_name, Owner{});
+        if (include_.Matches(i->if_name)) netdevs.try_emplace(i->if_name, Owner{});
       }
       if_freenameindex(ifs);
     }
   }
   // Netdevs that carry the vendor ECN tree are RoCE netdevs too.
   const std::string net_dir = sysfs_root_ + "/class/net";
-  if (DIR* d = opendir(net_dir.c_str()); d != nullptr) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      if (IsDir(absl::StrCat(net_dir, "/", e->d_name, "/ecn"))) {
-        netdevs.try_emplace(e->d_name, Owner{});
-      }
+  if (absl::StatusOr<std::vector<std::string>> names = ListDir(net_dir); names.ok()) {
+    for (const std::string& name : *names) {
+      if (name[0] == '.') continue;
+      if (IsDir(absl::StrCat(net_dir, "/", name, "/ecn"))) netdevs.try_emplace(name, Owner{});
     }
-    closedir(d);
   }
 
   for (auto it = dcb_skip_.begin(); it != dcb_skip_.end();) {
@@ -271,11 +194,11 @@ absl::Status DcbConfigCollector::Poll(PollContext& ctx) {
           Put(ctx, absl::StrCat("pfc_enabled_prio", p), owner, netdev, (*pfc >> p) & 1);
         }
       } else {
-        const CollectorErrorCode code = CodeOf(pfc.status());
+        const CollectorErrorCode code = CollectorErrorCodeOf(pfc.status());
         if (code == CollectorErrorCode::kUnsupported || code == CollectorErrorCode::kNotFound) {
           dcb_skip_.insert(netdev);
         }
-        ctx.Error(code, netdev, pfc.status().message());
+        ctx.Error(pfc.status(), netdev);
       }
     }
     PollEcn(ctx, netdev, owner);
@@ -286,7 +209,7 @@ absl::Status DcbConfigCollector::Poll(PollContext& ctx) {
                                           p.port, "/hw_counters/lifespan");
     absl::StatusOr<std::optional<uint64_t>> v = ReadUint(path);
     if (!v.ok()) {
-      ctx.Error(CodeOf(v.status()), path, v.status().message());
+      ctx.Error(v.status(), path);
       continue;
     }
     if (v->has_value()) Put(ctx, "hw_counters_lifespan", Owner{p.device, p.port}, "", **v);

@@ -13,10 +13,12 @@
 //
 // Absence of a source is not an error (no ECN tree, no lifespan file). A
 // netdev whose driver has no dcbnl (veth, virtio) answers EOPNOTSUPP: that is
-// remembered, counted once (kUnsupported) and not asked again while the
-// netdev stays; a netdev unknown to the kernel likewise (kNotFound). Garbage
-// in a sysfs file counts kParse. Series not refreshed in a tick (source gone)
-// are marked absent.
+// remembered, counted once (kUnsupported; EINVAL likewise, core/errors.h) and
+// not asked again while the netdev stays; a netdev unknown to the kernel
+// likewise (kNotFound). The dcbnl exchange is collectors/netlink_transaction.h;
+// the sysfs files are read through collectors/sysfs_reader.h. Garbage in a
+// sysfs file or a malformed dcbnl reply counts kParse. Series not refreshed
+// in a tick (source gone) are marked absent.
 //
 // Thread-safety: Discover and Poll run on one thread at a time (config tier).
 #pragma once
@@ -24,7 +26,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ class DcbSource {
   virtual ~DcbSource() = default;
   // The IEEE pfc_en bitmap (bit p = PFC on priority p). UnimplementedError
   // when the device has no dcbnl / no IEEE PFC, NotFoundError when the netdev
-  // does not exist.
+  // does not exist, UnparsableError (DataLoss) for a malformed reply.
   virtual absl::StatusOr<uint8_t> PfcEnabled(const std::string& netdev) = 0;
 };
 
@@ -61,7 +62,7 @@ class DcbConfigCollector final : public Collector {
 
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
 
-  DcbConfigCollector(Store* store, std::string sysfs_root, std::string netdev_include,
+  DcbConfigCollector(Store* store, std::string sysfs_root, NetdevFilter netdev_include,
                      std::unique_ptr<DcbSource> dcb);
 
   absl::string_view name() const override { return "dcb_config"; }
@@ -80,7 +81,7 @@ class DcbConfigCollector final : public Collector {
 
   Store* const store_;
   const std::string sysfs_root_;
-  std::optional<std::regex> include_;
+  const NetdevFilter include_;  // --netdev-include
   std::unique_ptr<DcbSource> dcb_;
   // Netdevs whose dcbnl answered unsupported / not found: not asked again
   // while they stay in the set.

@@ -2,6 +2,8 @@
 
 #include <net/if.h>
 
+#include <regex>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/log.h"
@@ -12,22 +14,6 @@ namespace {
 
 constexpr absl::string_view kSourceStats = "ethtool";
 constexpr absl::string_view kSourceNetlink = "ethtool_netlink";
-
-CollectorErrorCode CodeOf(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kNotFound:
-      return CollectorErrorCode::kNotFound;
-    case absl::StatusCode::kPermissionDenied:
-      return CollectorErrorCode::kPermissionDenied;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kDataLoss:
-      return CollectorErrorCode::kParse;
-    case absl::StatusCode::kUnimplemented:
-      return CollectorErrorCode::kUnsupported;
-    default:
-      return CollectorErrorCode::kIo;
-  }
-}
 
 // Identity of an exported sample: family + label values.
 std::string LabelSetKey(const Signal& s) {
@@ -64,15 +50,7 @@ absl::StatusOr<std::unique_ptr<Collector>> EthtoolCollector::Create(const Collec
 
 EthtoolCollector::EthtoolCollector(Store* store, Clock* clock,
                                    std::unique_ptr<EthtoolStatsSource> source, Options options)
-    : store_(store), clock_(clock), source_(std::move(source)), options_(std::move(options)) {
-  if (!options_.netdev_include.empty()) {
-    try {
-      include_.emplace(options_.netdev_include);
-    } catch (const std::regex_error&) {
-      // Validated by the config parser; an invalid one selects nothing.
-    }
-  }
-}
+    : store_(store), clock_(clock), source_(std::move(source)), options_(std::move(options)) {}
 
 size_t EthtoolCollector::MappedCount(const std::string& netdev) const {
   auto it = devices_.find(netdev);
@@ -116,14 +94,14 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
   }
   absl::StatusOr<std::vector<std::string>> listed = source_->ListNetdevs();
   if (!listed.ok()) {
-    ctx.Error(CodeOf(listed.status()), "ethtool-dir", listed.status().message());
+    ctx.Error(listed.status(), "ethtool-dir");
   } else {
     for (const std::string& n : *listed) wanted.try_emplace(n, Owner{});
   }
-  if (include_) {
+  if (!options_.netdev_include.empty()) {
     if (struct if_nameindex* ifs = if_nameindex(); ifs != nullptr) {
       for (struct if_nameindex* i = ifs; i->if_index != 0 && i->if_name != nullptr; ++i) {
-        if (std::regex_match(i->if_name, *include_)) wanted.try_emplace(i->if_name, Owner{});
+        if (options_.netdev_include.Matches(i->if_name)) wanted.try_emplace(i->if_name, Owner{});
       }
       if_freenameindex(ifs);
     }
@@ -183,10 +161,10 @@ void EthtoolCollector::PollDevice(PollContext& ctx, Device& dev) {
   bool names_changed = false;
   absl::Status s = dev.reader->Read(&names_changed);
   if (!s.ok()) {
-    const CollectorErrorCode code = CodeOf(s);
+    const CollectorErrorCode code = CollectorErrorCodeOf(s);
     if (code == CollectorErrorCode::kNotFound) {
       if (dev.present) {
-        ctx.Error(code, dev.netdev, s.message());
+        ctx.Error(s, dev.netdev);
         dev.present = false;
         MarkAbsent(dev);
       }
@@ -194,10 +172,10 @@ void EthtoolCollector::PollDevice(PollContext& ctx, Device& dev) {
     }
     if (code == CollectorErrorCode::kUnsupported) {
       dev.stats_unsupported = true;  // not asked again until the netdev comes back
-      ctx.Error(code, dev.netdev, s.message());
+      ctx.Error(s, dev.netdev);
       return;
     }
-    ctx.Error(code, dev.netdev, s.message());  // last good values stay
+    ctx.Error(s, dev.netdev);  // last good values stay
     return;
   }
   if (!dev.present) {
@@ -304,10 +282,10 @@ void EthtoolCollector::PollStandard(PollContext& ctx, Device& dev) {
       if (p->rx_frames) AppendNetlink(ctx, dev, "pause_rx_frames", *p->rx_frames);
       if (p->tx_frames) AppendNetlink(ctx, dev, "pause_tx_frames", *p->tx_frames);
     } else {
-      const CollectorErrorCode code = CodeOf(p.status());
+      const CollectorErrorCode code = CollectorErrorCodeOf(p.status());
       if (code == CollectorErrorCode::kUnsupported) dev.pause_unsupported = true;
       if (code != CollectorErrorCode::kNotFound) {
-        ctx.Error(code, absl::StrCat(dev.netdev, "/pause"), p.status().message());
+        ctx.Error(p.status(), absl::StrCat(dev.netdev, "/pause"));
       }
     }
   }
@@ -326,10 +304,10 @@ void EthtoolCollector::PollStandard(PollContext& ctx, Device& dev) {
       put("fec_uncorrectable", f->uncorrectable, true);
       put("fec_corrected_bits", f->corrected_bits, false);
     } else {
-      const CollectorErrorCode code = CodeOf(f.status());
+      const CollectorErrorCode code = CollectorErrorCodeOf(f.status());
       if (code == CollectorErrorCode::kUnsupported) dev.fec_unsupported = true;
       if (code != CollectorErrorCode::kNotFound) {
-        ctx.Error(code, absl::StrCat(dev.netdev, "/fec"), f.status().message());
+        ctx.Error(f.status(), absl::StrCat(dev.netdev, "/fec"));
       }
     }
   }

@@ -35,7 +35,6 @@
 
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -57,7 +56,7 @@ class EthtoolCollector final : public Collector {
 
   struct Options {
     absl::Duration rescan = absl::Seconds(1);
-    std::string netdev_include;  // ECMAScript regex over the host's interfaces ("" = none)
+    NetdevFilter netdev_include;  // extra interfaces of the host (empty filter: none)
   };
 
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
@@ -110,7 +109,6 @@ class EthtoolCollector final : public Collector {
   Clock* const clock_;
   std::unique_ptr<EthtoolStatsSource> source_;
   const Options options_;
-  std::optional<std::regex> include_;
   std::optional<SteadyTime> last_scan_;
   absl::flat_hash_map<std::string, std::unique_ptr<Device>> devices_;
   // Names known to map to nothing (most of a 751-name mlx5 set): skips the

@@ -8,31 +8,14 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "collectors/netlink_util.h"
+#include "collectors/netlink_transaction.h"
+#include "core/errors.h"
 
 namespace fabricscope {
 namespace {
-
-absl::Status FromErrno(int err, absl::string_view what) {
-  std::string msg = absl::StrCat(what, ": ", strerror(err));
-  switch (err) {
-    case EOPNOTSUPP:
-      return absl::UnimplementedError(msg);
-    case ENODEV:
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 std::vector<uint64_t> U64Array(const nlattr* a) {
   std::vector<uint64_t> out;
@@ -50,7 +33,7 @@ absl::StatusOr<PauseStats> ParsePauseStatsNest(const nlattr* stats_nest) {
   nlattr* tb[ETHTOOL_A_PAUSE_STAT_MAX + 1] = {};
   if (nla_parse_nested(tb, ETHTOOL_A_PAUSE_STAT_MAX, const_cast<nlattr*>(stats_nest), nullptr) <
       0) {
-    return absl::InternalError("malformed pause statistics nest");
+    return UnparsableError("malformed pause statistics nest");
   }
   PauseStats out;
   if (tb[ETHTOOL_A_PAUSE_STAT_TX_FRAMES] != nullptr &&
@@ -71,7 +54,7 @@ absl::StatusOr<FecStats> ParseFecStatsNest(const nlattr* stats_nest) {
   if (stats_nest == nullptr) return absl::UnimplementedError("no FEC statistics in the reply");
   nlattr* tb[ETHTOOL_A_FEC_STAT_MAX + 1] = {};
   if (nla_parse_nested(tb, ETHTOOL_A_FEC_STAT_MAX, const_cast<nlattr*>(stats_nest), nullptr) < 0) {
-    return absl::InternalError("malformed FEC statistics nest");
+    return UnparsableError("malformed FEC statistics nest");
   }
   FecStats out;
   out.corrected = U64Array(tb[ETHTOOL_A_FEC_STAT_CORRECTED]);
@@ -120,36 +103,13 @@ absl::Status EthtoolNetlink::Connect() {
   return absl::OkStatus();
 }
 
-EthtoolReplyScan ScanEthtoolReplies(unsigned char* buf, int n, uint32_t seq, int family,
-                                    const std::string& what, std::vector<uint8_t>* reply) {
-  EthtoolReplyScan scan;
-  for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(buf); nlmsg_ok(h, n); h = nlmsg_next(h, &n)) {
-    if (h->nlmsg_seq != seq) continue;
-    if (h->nlmsg_type == NLMSG_ERROR) {
-      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) continue;  // too short to say
-      auto* e = static_cast<nlmsgerr*>(nlmsg_data(h));
-      if (e->error != 0) {
-        scan.kind = EthtoolReplyScan::kError;
-        scan.error = FromErrno(NetlinkErrno(e->error), what);
-        return scan;
-      }
-      continue;  // an ACK
-    }
-    if (h->nlmsg_type == family) {
-      reply->assign(reinterpret_cast<uint8_t*>(h), reinterpret_cast<uint8_t*>(h) + h->nlmsg_len);
-      scan.kind = EthtoolReplyScan::kReply;
-      return scan;
-    }
-  }
-  return scan;
-}
-
 absl::StatusOr<const nlattr*> EthtoolReplyStatsNest(std::vector<uint8_t>* reply, int max_attr,
                                                     int stats_attr) {
   auto* rh = reinterpret_cast<nlmsghdr*>(reply->data());
   std::vector<nlattr*> tb(max_attr + 1, nullptr);
-  if (reply->size() < NLMSG_HDRLEN || genlmsg_parse(rh, 0, tb.data(), max_attr, nullptr) < 0) {
-    return absl::InternalError("malformed ethtool netlink reply");
+  if (reply->size() < NLMSG_HDRLEN || reply->size() < rh->nlmsg_len ||
+      genlmsg_parse(rh, 0, tb.data(), max_attr, nullptr) < 0) {
+    return UnparsableError("malformed ethtool netlink reply");
   }
   return static_cast<const nlattr*>(tb[stats_attr]);
 }
@@ -169,30 +129,14 @@ absl::StatusOr<const nlattr*> EthtoolNetlink::Request(uint8_t cmd, int header_at
     nlmsg_free(msg);
     return absl::InternalError("cannot build the ethtool netlink request");
   }
-  int err = nl_send_auto(sock_, msg);
-  const uint32_t seq = nlmsg_hdr(msg)->nlmsg_seq;
+  // Reads until the reply (or the error) for our sequence number arrives;
+  // bounded, a stale message from an earlier timed-out request is skipped.
+  absl::Status s = NetlinkTransact(
+      sock_, msg, family_, absl::StrCat("ethtool netlink cmd ", cmd, " on ", netdev), &reply_);
   nlmsg_free(msg);
-  if (err < 0) return absl::InternalError(absl::StrCat("netlink send: ", nl_geterror(err)));
-
-  // Read until the reply (or the error) for our sequence number arrives;
-  // bounded: a stale message from an earlier timed-out request is skipped.
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    sockaddr_nl peer{};
-    unsigned char* buf = nullptr;
-    int n = nl_recv(sock_, &peer, &buf, nullptr);
-    if (n <= 0) {
-      free(buf);
-      return absl::InternalError(
-          absl::StrCat("netlink receive: ", n == 0 ? "no data" : nl_geterror(n)));
-    }
-    EthtoolReplyScan scan = ScanEthtoolReplies(
-        buf, n, seq, family_, absl::StrCat("ethtool netlink cmd ", cmd, " on ", netdev), &reply_);
-    free(buf);
-    if (scan.kind == EthtoolReplyScan::kNone) continue;
-    if (scan.kind == EthtoolReplyScan::kError) return scan.error;
-    return EthtoolReplyStatsNest(&reply_, max_attr, stats_attr);
-  }
-  return absl::InternalError("no ethtool netlink reply");
+  if (!s.ok()) return s;
+  if (reply_.empty()) return absl::InternalError("no ethtool netlink reply");
+  return EthtoolReplyStatsNest(&reply_, max_attr, stats_attr);
 }
 
 absl::StatusOr<PauseStats> EthtoolNetlink::GetPauseStats(const std::string& netdev) {

@@ -4,9 +4,13 @@
 // requested with ETHTOOL_FLAG_STATS in the request header. See
 // ../shared/reference/counters.md section 4.
 //
-// Status codes: UnimplementedError when the kernel lacks the family, the
-// driver lacks the operation (EOPNOTSUPP) or fills none of the statistics;
-// NotFoundError for ENODEV; PermissionDeniedError for EPERM/EACCES; other
+// The request/response exchange is collectors/netlink_transaction.h.
+//
+// Status codes: UnimplementedError when the kernel lacks the family or the
+// driver fills none of the statistics; a kernel error through core/errors.h
+// ErrnoToStatus (EOPNOTSUPP/EINVAL: the driver lacks the operation ->
+// Unimplemented; ENODEV -> NotFound; EPERM/EACCES -> PermissionDenied); a
+// reply or nest that does not parse is UnparsableError (DataLoss); other
 // failures are InternalError. The caller remembers "unimplemented" per device
 // and request (it does not ask again every tick).
 //
@@ -48,22 +52,14 @@ absl::StatusOr<PauseStats> ParsePauseStatsNest(const nlattr* stats_nest);
 absl::StatusOr<FecStats> ParseFecStatsNest(const nlattr* stats_nest);
 
 // The reply side of one ethtool genl request, apart from the socket so that
-// it can be fed raw receive buffers (fuzz/fuzz_netlink.cc).
+// it can be fed raw receive buffers (fuzz/fuzz_netlink.cc): the message walk
+// is ScanNetlinkReplies (collectors/netlink_transaction.h) with the family id
+// as reply type, then EthtoolReplyStatsNest.
 //
-// ScanEthtoolReplies walks one receive buffer of `n` bytes (nl_recv's) for
-// the answer to the request with sequence number `seq`: a message of genl
-// family `family` is copied whole into `reply` (kReply); an NLMSG_ERROR with
-// a non-zero error becomes `error` (kError); ACKs and other sequence numbers
-// are skipped (kNone: read on).
-struct EthtoolReplyScan {
-  enum Kind { kNone, kReply, kError } kind = kNone;
-  absl::Status error;
-};
-EthtoolReplyScan ScanEthtoolReplies(unsigned char* buf, int n, uint32_t seq, int family,
-                                    const std::string& what, std::vector<uint8_t>* reply);
 // The `stats_attr` attribute among the top-level attributes (max `max_attr`)
-// of a reply message ScanEthtoolReplies copied; nullptr when absent, an error
-// when the message does not parse. Points into `reply`.
+// of the reply message at the start of `reply` (as ScanNetlinkReplies /
+// NetlinkTransact copied it); nullptr when absent, UnparsableError when the
+// message does not parse. Points into `reply`.
 absl::StatusOr<const nlattr*> EthtoolReplyStatsNest(std::vector<uint8_t>* reply, int max_attr,
                                                     int stats_attr);
 

@@ -18,26 +18,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/ethtool_text.h"
+#include "core/errors.h"
 
 namespace fabricscope {
 namespace {
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string msg = absl::StrCat(what, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENODEV:
-    case ENXIO:
-      return absl::NotFoundError(msg);
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(msg);
-    case EOPNOTSUPP:
-      return absl::UnimplementedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 // Room for names/values beyond the count we last saw: the kernel fills as
 // many as the device has *now* (its count, not ours), so a count that grows
@@ -85,7 +69,7 @@ class IoctlReader final : public EthtoolStatsReader {
     memcpy(ifr.ifr_name, netdev_.data(), netdev_.size());
     ifr.ifr_data = static_cast<char*>(data);
     if (ioctl(fd_, SIOCETHTOOL, &ifr) < 0) {
-      return ErrnoStatus(errno, absl::StrCat(what, " ", netdev_));
+      return ErrnoToStatus(errno, absl::StrCat(what, " ", netdev_));
     }
     return absl::OkStatus();
   }
@@ -190,7 +174,7 @@ class KernelSource final : public EthtoolStatsSource {
 // Directory of `ethtool -S` text files.
 absl::Status ReadWholeFile(const std::string& path, std::string* out) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, path);
+  if (fd < 0) return ErrnoToStatus(errno, path);
   out->clear();
   char buf[16384];
   while (true) {
@@ -199,7 +183,7 @@ absl::Status ReadWholeFile(const std::string& path, std::string* out) {
       if (errno == EINTR) continue;
       int err = errno;
       close(fd);
-      return ErrnoStatus(err, path);
+      return ErrnoToStatus(err, path);
     }
     if (n == 0) break;
     out->append(buf, static_cast<size_t>(n));
@@ -215,15 +199,15 @@ class FileReader final : public EthtoolStatsReader {
   absl::Status Read(bool* names_changed) override {
     *names_changed = false;
     if (absl::Status s = ReadWholeFile(path_, &text_); !s.ok()) return s;
-    if (text_.empty()) return absl::InvalidArgumentError(absl::StrCat(path_, ": empty"));
+    if (text_.empty()) return UnparsableError(absl::StrCat(path_, ": empty"));
     if (text_.back() != '\n') {
-      return absl::InvalidArgumentError(
+      return UnparsableError(
           absl::StrCat(path_, ": last line not terminated (truncated mid-write?)"));
     }
     if (!names_.empty()) {
       bool match = false;
       absl::Status s = ParseEthtoolStatsValues(text_, names_, &scratch_, &match);
-      if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", s.message()));
+      if (!s.ok()) return UnparsableError(absl::StrCat(path_, ": ", s.message()));
       if (match) {
         values_.swap(scratch_);
         return absl::OkStatus();
@@ -231,7 +215,7 @@ class FileReader final : public EthtoolStatsReader {
     }
     EthtoolTextStats parsed;
     if (absl::Status s = ParseEthtoolStatsText(text_, &parsed); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path_, ": ", s.message()));
+      return UnparsableError(absl::StrCat(path_, ": ", s.message()));
     }
     names_ = std::move(parsed.names);
     values_ = std::move(parsed.values);
@@ -256,7 +240,7 @@ class DirSource final : public EthtoolStatsSource {
 
   absl::StatusOr<std::vector<std::string>> ListNetdevs() override {
     DIR* d = opendir(dir_.c_str());
-    if (d == nullptr) return ErrnoStatus(errno, dir_);
+    if (d == nullptr) return ErrnoToStatus(errno, dir_);
     std::vector<std::string> out;
     while (dirent* e = readdir(d)) {
       absl::string_view name = e->d_name;

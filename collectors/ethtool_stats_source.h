@@ -12,13 +12,14 @@
 //    DIR/<netdev> holds `ethtool -S` text (ethtool_text.h) and is re-read on
 //    every tick (the writer rewrites it); names are re-resolved only when the
 //    name set changes. A file whose last line has no newline is treated as
-//    truncated mid-write (InvalidArgumentError), as is garbage. No standard
+//    truncated mid-write (UnparsableError), as is garbage. No standard
 //    stats (HasStandardStats() is false).
 //
-// Status codes of Read/ReadPause/ReadFec: NotFoundError (netdev or file gone),
-// PermissionDeniedError, InvalidArgumentError (unparsable content),
-// UnimplementedError (the device/kernel does not support the request),
-// InternalError (anything else).
+// Status codes of Read/ReadPause/ReadFec: those of core/errors.h --
+// ErrnoToStatus for a failed ioctl/open/read (NotFound: netdev or file gone;
+// PermissionDenied; Unimplemented: the device/kernel does not support the
+// request, EOPNOTSUPP or EINVAL; Internal and friends: anything else) and
+// UnparsableError (DataLoss) for unparsable content.
 //
 // Thread-safety: a source and its readers are used from one thread at a time
 // (the collector's medium tier).

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/errors.h"
 
 namespace fabricscope {
 namespace {
@@ -54,8 +55,8 @@ absl::Status ForEachStat(absl::string_view text, OnStat on_stat) {
         if (!on_stat(name, value)) return absl::OkStatus();
         break;
       case LineKind::kBad:
-        return absl::InvalidArgumentError(absl::StrCat("line ", line_no, ": not `name: value`: \"",
-                                                       absl::CHexEscape(line.substr(0, 80)), "\""));
+        return UnparsableError(absl::StrCat("line ", line_no, ": not `name: value`: \"",
+                                            absl::CHexEscape(line.substr(0, 80)), "\""));
     }
     first = false;
   }
@@ -80,7 +81,7 @@ absl::Status ParseEthtoolStatsText(absl::string_view text, EthtoolTextStats* out
     out->values.clear();
     return s;
   }
-  if (out->names.empty()) return absl::InvalidArgumentError("no statistics");
+  if (out->names.empty()) return UnparsableError("no statistics");
   return absl::OkStatus();
 }
 

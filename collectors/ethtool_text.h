@@ -33,8 +33,9 @@ struct EthtoolTextStats {
   std::vector<uint64_t> values;    // aligned with names
 };
 
-// Parses `text` into *out (cleared first). InvalidArgumentError names the
-// offending line number on garbage. Duplicate names keep the first occurrence.
+// Parses `text` into *out (cleared first). UnparsableError (DataLoss,
+// core/errors.h) names the offending line number on garbage. Duplicate names keep the first
+// occurrence.
 absl::Status ParseEthtoolStatsText(absl::string_view text, EthtoolTextStats* out);
 
 // Values only, when the caller already knows the names are `expected_names`

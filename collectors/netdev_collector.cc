@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectors/netlink_util.h"
+#include "core/errors.h"
 #include "core/log.h"
 #include "store/store.h"
 
@@ -126,21 +127,11 @@ absl::StatusOr<std::unique_ptr<NetdevCollector>> NetdevCollector::CreateWithOpti
   if (ctx.options == nullptr || ctx.store == nullptr) {
     return absl::InvalidArgumentError("netdev collector needs a config and a store");
   }
-  std::optional<std::regex> include;
-  if (!ctx.options->netdev_include.empty()) {
-    try {
-      include.emplace(ctx.options->netdev_include, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("netdev-include: not a valid regex: ", e.what()));
-    }
-  }
-  return std::unique_ptr<NetdevCollector>(new NetdevCollector(ctx, options, std::move(include)));
+  return std::unique_ptr<NetdevCollector>(new NetdevCollector(ctx, options));
 }
 
-NetdevCollector::NetdevCollector(const CollectorContext& ctx, Options options,
-                                 std::optional<std::regex> include)
-    : cctx_(ctx), options_(options), include_(std::move(include)) {}
+NetdevCollector::NetdevCollector(const CollectorContext& ctx, Options options)
+    : cctx_(ctx), options_(options), include_(ctx.options->netdev_include) {}
 
 NetdevCollector::~NetdevCollector() { CloseSocket(); }
 
@@ -229,9 +220,10 @@ absl::Status NetdevCollector::Rescan(PollContext& ctx) {
     if (rc != -NLE_DUMP_INTR) break;
   }
   if (rc < 0 || ex.kernel_errno != 0) {
-    ctx.Error(CollectorErrorCode::kIo, "rescan",
-              absl::StrCat("RTM_GETLINK dump failed: ",
-                           rc < 0 ? nl_geterror(rc) : std::strerror(ex.kernel_errno)));
+    ctx.Error(rc < 0
+                  ? absl::InternalError(absl::StrCat("RTM_GETLINK dump failed: ", nl_geterror(rc)))
+                  : ErrnoToStatus(ex.kernel_errno, "RTM_GETLINK dump failed"),
+              "rescan");
     CloseSocket();  // drop whatever is left of the dump; reopened next tick
     return absl::OkStatus();
   }
@@ -241,9 +233,9 @@ absl::Status NetdevCollector::Rescan(PollContext& ctx) {
   // Wanted: RDMA netdevs (found or not) and regex matches.
   absl::flat_hash_set<std::string> wanted;
   for (const auto& [name, where] : rdma) wanted.insert(name);
-  if (include_.has_value()) {
+  if (!include_.empty()) {
     for (const auto& [name, index] : kernel) {
-      if (std::regex_match(name, *include_)) wanted.insert(name);
+      if (include_.Matches(name)) wanted.insert(name);
     }
   }
 
@@ -310,7 +302,7 @@ absl::Status NetdevCollector::Rescan(PollContext& ctx) {
 }
 
 void NetdevCollector::MarkVanished(PollContext& ctx, Interface& iface, absl::string_view detail) {
-  ctx.Error(CollectorErrorCode::kNotFound, iface.name, detail);
+  ctx.Error(absl::NotFoundError(detail), iface.name);
   iface.ifindex = 0;
   SetPresent(iface, false);
 }
@@ -319,8 +311,8 @@ void NetdevCollector::PollInterface(PollContext& ctx, Interface& iface) {
   nl_msg* msg = nullptr;
   int rc = rtnl_link_build_get_request(iface.ifindex, nullptr, &msg);
   if (rc < 0) {
-    ctx.Error(CollectorErrorCode::kIo, iface.name,
-              absl::StrCat("building RTM_GETLINK failed: ", nl_geterror(rc)));
+    ctx.Error(absl::InternalError(absl::StrCat("building RTM_GETLINK failed: ", nl_geterror(rc))),
+              iface.name);
     return;
   }
   // libnl asks for RTEXT_FILTER_VF: on an SR-IOV PF that adds per-VF info and
@@ -341,16 +333,17 @@ void NetdevCollector::PollInterface(PollContext& ctx, Interface& iface) {
     return;
   }
   if (rc < 0 || ex.kernel_errno != 0 || !ex.got_link) {
-    ctx.Error(CollectorErrorCode::kIo, iface.name,
-              absl::StrCat("RTM_GETLINK failed: ", rc < 0 ? nl_geterror(rc)
-                                                   : ex.kernel_errno != 0
-                                                       ? std::strerror(ex.kernel_errno)
-                                                       : "no reply within the receive timeout"));
+    ctx.Error(rc < 0 ? absl::InternalError(absl::StrCat("RTM_GETLINK failed: ", nl_geterror(rc)))
+              : ex.kernel_errno != 0
+                  ? ErrnoToStatus(ex.kernel_errno, "RTM_GETLINK failed")
+                  : absl::DeadlineExceededError(
+                        "RTM_GETLINK failed: no reply within the receive timeout"),
+              iface.name);
     CloseSocket();  // a late reply must not be read as the next one's
     return;
   }
   if (!ex.has_stats) {
-    ctx.Error(CollectorErrorCode::kUnsupported, iface.name, "reply has no IFLA_STATS64");
+    ctx.Error(absl::UnimplementedError("reply has no IFLA_STATS64"), iface.name);
     return;
   }
   const rtnl_link_stats64& s = ex.stats;

@@ -22,7 +22,8 @@
 //
 // Which interfaces. The netdevs of present RDMA ports in Store::Ports() (filled
 // by rdma_sysfs, which discovers before this collector) plus every interface
-// whose name fully matches Config::netdev_include (ECMAScript; empty = none).
+// whose name CollectorOptions::netdev_include matches (--netdev-include,
+// collectors/netdev_filter.h; the empty filter matches none).
 // The list is rebuilt by a rescan: once in Discover() and then from inside the
 // hot tier at most once per Options::rescan_interval (steady clock), so all
 // state belongs to the hot-tier thread and nothing is shared across threads.
@@ -52,11 +53,12 @@
 //  - The netdev of an RDMA port that does not exist in this kernel (fake sysfs
 //    trees in tests, an interface in another namespace): no data, not an
 //    error; logged once at debug level.
-//  - Any other netlink failure (send/receive error, NLMSG_ERROR, no reply
-//    within the timeout): ctx.Error(kIo); the socket is reopened and the tick
-//    goes on with the next interface. A reply without IFLA_STATS64 (kernels
-//    before 2.6.35): kUnsupported. Failing to open the socket fails
-//    Discover/Poll (counted as kPoll by the scheduler).
+//  - Any other netlink failure (send/receive error: kIo; NLMSG_ERROR: its
+//    errno through core/errors.h ErrnoToStatus, e.g. EPERM ->
+//    permission_denied, others kIo; no reply within the timeout: kIo): the
+//    socket is reopened and the tick goes on with the next interface. A reply without IFLA_STATS64
+//    (kernels before 2.6.35): kUnsupported. Failing to open the socket fails Discover/Poll (counted
+//    as kPoll by the scheduler).
 // Each receive waits at most 100 ms (SO_RCVTIMEO), so a lost reply cannot stall
 // the hot tier.
 //
@@ -68,7 +70,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -96,7 +97,7 @@ class NetdevCollector final : public Collector {
   static constexpr char kDescription[] =
       "rtnetlink IFLA_STATS64 of RDMA netdevs and --netdev-include interfaces (hot tier)";
 
-  // The registry factory. Fails (naming --netdev-include) on an invalid regex.
+  // The registry factory. Fails only without options or store.
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
   static absl::StatusOr<std::unique_ptr<NetdevCollector>> CreateWithOptions(
       const CollectorContext& ctx, Options options);
@@ -135,7 +136,7 @@ class NetdevCollector final : public Collector {
     std::array<SeriesId, kNumStats> ids{};
   };
 
-  NetdevCollector(const CollectorContext& ctx, Options options, std::optional<std::regex> include);
+  NetdevCollector(const CollectorContext& ctx, Options options);
 
   absl::Status EnsureSocket();
   void CloseSocket();
@@ -150,7 +151,7 @@ class NetdevCollector final : public Collector {
 
   const CollectorContext cctx_;
   const Options options_;
-  const std::optional<std::regex> include_;
+  const NetdevFilter include_;  // CollectorOptions::netdev_include
 
   nl_sock* sock_ = nullptr;
   std::vector<std::unique_ptr<Interface>> interfaces_;

@@ -118,27 +118,30 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
       ctx.Append(f.spec->id, *v);
       continue;
     }
-    const CollectorErrorCode code = ErrorCodeOf(v.status());
+    const CollectorErrorCode code = CollectorErrorCodeOf(v.status());
     switch (code) {
       case CollectorErrorCode::kNotFound: {
         const TierDevice& d = ts.devices[f.device];
-        ctx.Error(code, d.name,
-                  absl::StrCat("device vanished (", v.status().message(), " reading ", f.spec->path,
-                               "); its series are absent until it returns"));
+        ctx.Error(
+            absl::Status(v.status().code(),
+                         absl::StrCat("device vanished (", v.status().message(), " reading ",
+                                      f.spec->path, "); its series are absent until it returns")),
+            d.name);
         CloseDevice(ts, f.device);
         rescan_requested_.store(true, std::memory_order_release);
         break;
       }
       case CollectorErrorCode::kUnsupported:
       case CollectorErrorCode::kPermissionDenied:
-        ctx.Error(code, f.spec->path,
-                  absl::StrCat(v.status().message(),
-                               "; not read again until the device is rediscovered"));
+        ctx.Error(absl::Status(v.status().code(),
+                               absl::StrCat(v.status().message(),
+                                            "; not read again until the device is rediscovered")),
+                  f.spec->path);
         f.disabled = true;
         f.file.Close();
         break;
       default:
-        ctx.Error(code, f.spec->path, v.status().message());
+        ctx.Error(v.status(), f.spec->path);
         break;
     }
   }
@@ -201,14 +204,14 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
             f.file = *std::move(opened);
             store_->SetPresent(spec.id, true);
           } else {
-            const CollectorErrorCode code = ErrorCodeOf(opened.status());
+            const CollectorErrorCode code = CollectorErrorCodeOf(opened.status());
             if (code == CollectorErrorCode::kNotFound) {
               // Report once per device and sync, not per file.
-              if (!open_failed) ctx.Error(code, d.name, opened.status().message());
+              if (!open_failed) ctx.Error(opened.status(), d.name);
               open_failed = true;
               store_->SetPresent(spec.id, false);
             } else {
-              ctx.Error(code, spec.path, opened.status().message());
+              ctx.Error(opened.status(), spec.path);
               if (code == CollectorErrorCode::kUnsupported ||
                   code == CollectorErrorCode::kPermissionDenied) {
                 f.disabled = true;
@@ -248,8 +251,8 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
 
   std::map<std::string, DeviceEntry::Identity> on_disk;
   absl::StatusOr<std::vector<std::string>> names = ListDir(root_);
-  if (!names.ok() && ErrorCodeOf(names.status()) != CollectorErrorCode::kNotFound) {
-    ctx.Error(ErrorCodeOf(names.status()), root_, names.status().message());
+  if (!names.ok() && !absl::IsNotFound(names.status())) {
+    ctx.Error(names.status(), root_);
     return;  // keep the current topology: do not declare everything gone on EACCES
   }
   if (names.ok()) {
@@ -297,10 +300,11 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
         DeviceEntry gone = d;
         if (d.present) {
           gone.present = false;
-          ctx.Error(CollectorErrorCode::kNotFound, d.name,
-                    on_disk.contains(d.name) ? "device replaced; rediscovering it"
-                                             : "device vanished; its series are absent until "
-                                               "it returns");
+          ctx.Error(absl::NotFoundError(on_disk.contains(d.name)
+                                            ? "device replaced; rediscovering it"
+                                            : "device vanished; its series are absent until "
+                                              "it returns"),
+                    d.name);
           SetPortsPresent(d, false);
         }
         if (!rebuilt.contains(d.name)) next->devices.push_back(std::move(gone));

@@ -11,7 +11,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/errors.h"
 
 namespace fabricscope {
 
@@ -19,62 +21,29 @@ absl::StatusOr<uint64_t> ParseCounter(absl::string_view text) {
   if (absl::StartsWith(text, "N/A")) {
     return absl::UnimplementedError("counter not available (N/A)");
   }
-  if (text.empty()) return absl::DataLossError("empty counter file");
+  if (text.empty()) return UnparsableError("empty counter file");
   // The kernel always ends a counter attribute with a newline: a value
   // without one is a truncated or torn read ("742" of "742114\n"), and taking
   // it would fake a reset and then a huge jump.
   if (text.back() != '\n') {
-    return absl::DataLossError(absl::StrCat("counter value without its newline (truncated?): \"",
-                                            absl::CEscape(text.substr(0, 32)), "\""));
+    return UnparsableError(absl::StrCat("counter value without its newline (truncated?): \"",
+                                        absl::CEscape(text.substr(0, 32)), "\""));
   }
   text.remove_suffix(1);
-  if (text.empty()) return absl::DataLossError("empty counter file");
+  if (text.empty()) return UnparsableError("empty counter file");
   uint64_t v = 0;
   for (char c : text) {
     if (c < '0' || c > '9') {
-      return absl::DataLossError(
+      return UnparsableError(
           absl::StrCat("not a decimal counter: \"", absl::CEscape(text.substr(0, 32)), "\""));
     }
     const uint64_t d = static_cast<uint64_t>(c - '0');
     if (v > (UINT64_MAX - d) / 10) {
-      return absl::DataLossError(absl::StrCat("counter overflows 64 bits: ", text.substr(0, 32)));
+      return UnparsableError(absl::StrCat("counter overflows 64 bits: ", text.substr(0, 32)));
     }
     v = v * 10 + d;
   }
   return v;
-}
-
-CollectorErrorCode ErrorCodeOf(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kNotFound:
-      return CollectorErrorCode::kNotFound;
-    case absl::StatusCode::kPermissionDenied:
-      return CollectorErrorCode::kPermissionDenied;
-    case absl::StatusCode::kUnimplemented:
-      return CollectorErrorCode::kUnsupported;
-    case absl::StatusCode::kDataLoss:
-      return CollectorErrorCode::kParse;
-    default:
-      return CollectorErrorCode::kIo;
-  }
-}
-
-absl::Status ErrnoStatus(int err, absl::string_view op, absl::string_view path) {
-  std::string msg = absl::StrCat(op, " ", path, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENODEV:
-    case ENXIO:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case EINVAL:
-    case EOPNOTSUPP:
-      return absl::UnimplementedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
 }
 
 CounterFile::CounterFile(CounterFile&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
@@ -93,7 +62,7 @@ absl::StatusOr<CounterFile> CounterFile::Open(const std::string& path) {
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
   return CounterFile(fd);
 }
 
@@ -103,9 +72,9 @@ absl::StatusOr<uint64_t> CounterFile::Read() const {
   do {
     n = ::pread(fd_, buf, sizeof(buf), 0);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus(errno, "read", absl::StrCat("fd ", fd_));
+  if (n < 0) return ErrnoToStatus(errno, absl::StrCat("read fd ", fd_));
   if (static_cast<size_t>(n) == sizeof(buf)) {
-    return absl::DataLossError(absl::StrCat("counter file longer than ", sizeof(buf), " bytes"));
+    return UnparsableError(absl::StrCat("counter file longer than ", sizeof(buf), " bytes"));
   }
   return ParseCounter(absl::string_view(buf, static_cast<size_t>(n)));
 }
@@ -122,7 +91,7 @@ absl::StatusOr<std::string> ReadAttribute(const std::string& path) {
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
   char buf[4096];
   ssize_t n;
   do {
@@ -130,14 +99,25 @@ absl::StatusOr<std::string> ReadAttribute(const std::string& path) {
   } while (n < 0 && errno == EINTR);
   const int err = errno;
   ::close(fd);
-  if (n < 0) return ErrnoStatus(err, "read", path);
+  if (n < 0) return ErrnoToStatus(err, absl::StrCat("read ", path));
   absl::string_view text(buf, static_cast<size_t>(n));
   return std::string(absl::StripTrailingAsciiWhitespace(text));
 }
 
+absl::StatusOr<uint64_t> ReadUintAttribute(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadAttribute(path);
+  if (!text.ok()) return text.status();
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) {
+    return UnparsableError(absl::StrCat(
+        path, ": not a number: \"", absl::CEscape(absl::string_view(*text).substr(0, 32)), "\""));
+  }
+  return v;
+}
+
 absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
   DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return ErrnoStatus(errno, "opendir", path);
+  if (dir == nullptr) return ErrnoToStatus(errno, absl::StrCat("opendir ", path));
   std::vector<std::string> names;
   errno = 0;
   while (struct dirent* e = ::readdir(dir)) {
@@ -147,7 +127,7 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
   }
   const int err = errno;
   ::closedir(dir);
-  if (err != 0) return ErrnoStatus(err, "readdir", path);
+  if (err != 0) return ErrnoToStatus(err, absl::StrCat("readdir ", path));
   std::sort(names.begin(), names.end());
   return names;
 }

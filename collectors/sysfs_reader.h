@@ -10,14 +10,11 @@
 // non-numeric, signed, padded,
 // overflowing (> 2^64-1) or over-long content is an error, never a zero.
 //
-// Errors are absl::Status values whose code says what happened; ErrorCodeOf()
-// turns them into the collector error taxonomy (collectors/collector.h):
-//   NotFound          ENOENT / ENODEV: the file or its device vanished -> kNotFound
-//   PermissionDenied  EACCES / EPERM                                    -> kPermissionDenied
-//   Unimplemented     EINVAL / EOPNOTSUPP on read, or the pre-4.20 kernel text
-//                     "N/A (no PMA)": the device cannot answer           -> kUnsupported
-//   DataLoss          garbage content (see above)                       -> kParse
-//   anything else     other errno                                       -> kIo
+// Errors are absl::Status values built with core/errors.h (ErrnoToStatus for
+// open/read errno, UnparsableError -- DataLoss -- for garbage content; the
+// pre-4.20 kernel text "N/A (no PMA)" is Unimplemented: the device cannot
+// answer). The collector error class is CollectorErrorCodeOf(status)
+// (collectors/collector.h), applied by PollContext::Error.
 //
 // ReadAttribute/ListDir are for discovery (open/read/close each call); they are
 // not meant for the per-tick path.
@@ -33,19 +30,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "collectors/collector.h"
 
 namespace fabricscope {
 
-// Parses sysfs counter text strictly (see above). Errors are DataLoss, or
-// Unimplemented for "N/A ..." (a counter the device cannot provide).
+// Parses sysfs counter text strictly (see above). Errors are DataLoss
+// (UnparsableError), or Unimplemented for "N/A ..." (a counter the device
+// cannot provide).
 absl::StatusOr<uint64_t> ParseCounter(absl::string_view text);
-
-// Maps a Status from this file to the collector error class.
-CollectorErrorCode ErrorCodeOf(const absl::Status& status);
-
-// Turns an errno from open/read into a Status with the codes listed above.
-absl::Status ErrnoStatus(int err, absl::string_view op, absl::string_view path);
 
 // A counter file kept open. Movable, not copyable; closes on destruction.
 class CounterFile {
@@ -78,6 +69,12 @@ class CounterFile {
 // Reads a small text attribute (state, rate, link_layer, ...) and strips
 // trailing whitespace. Opens and closes the file: discovery only.
 absl::StatusOr<std::string> ReadAttribute(const std::string& path);
+
+// Reads a small decimal attribute (an ECN enable flag, hw_counters/lifespan):
+// ReadAttribute, then the text without surrounding whitespace must be an
+// unsigned 64-bit decimal; UnparsableError (DataLoss) otherwise. Discovery
+// and config-tier use only (opens and closes the file).
+absl::StatusOr<uint64_t> ReadUintAttribute(const std::string& path);
 
 // Names in a directory (no "." / ".."), sorted. Follows symlinks like sysfs
 // class directories need. NotFound if the directory does not exist.

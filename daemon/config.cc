@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -314,12 +313,8 @@ const std::vector<Option>& Options() {
              kRestart, &Config::netdev_include,
              [](absl::string_view v) -> absl::Status {
                if (auto s = CheckRegexBounds(v); !s.ok()) return s;
-               try {
-                 std::regex re{std::string(v)};
-               } catch (const std::regex_error& e) {
-                 return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
-               }
-               return absl::OkStatus();
+               // The same compile the collectors' filter gets (collectors/netdev_filter.h).
+               return NetdevFilter::Compile(v).status();
              }),
       String("ethtool-dir", "DIR",
              "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl "
@@ -660,11 +655,15 @@ absl::StatusOr<Config> Build(const std::string& file, const std::vector<Flag>& f
 
 }  // namespace
 
-CollectorOptions CollectorOptionsFromConfig(const Config& config) {
+absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config) {
   CollectorOptions options;
   options.sysfs_root = config.sysfs_root;
   options.ethtool_dir = config.ethtool_dir;
-  options.netdev_include = config.netdev_include;
+  absl::StatusOr<NetdevFilter> include = NetdevFilter::Compile(config.netdev_include);
+  if (!include.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("netdev-include: ", include.status().message()));
+  }
+  options.netdev_include = *std::move(include);
   options.hot_counters = config.hot_counters;
   return options;
 }

@@ -133,7 +133,9 @@ absl::Status Daemon::Init() {
 
   if (auto s = RegisterAllCollectors(registry_); !s.ok()) return s;
   if (config_.replay_file.empty()) {
-    collector_options_ = CollectorOptionsFromConfig(config_);
+    absl::StatusOr<CollectorOptions> options = CollectorOptionsFromConfig(config_);
+    if (!options.ok()) return options.status();
+    collector_options_ = *std::move(options);
     CollectorContext ctx{&collector_options_, store_.get(), clock_, &metrics_};
     auto collectors = registry_.Create(config_.collectors, ctx);
     if (!collectors.ok()) return collectors.status();

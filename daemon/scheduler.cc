@@ -60,7 +60,14 @@ class Scheduler::TickContext final : public PollContext {
   Tier tier() const override { return tier_; }
   int64_t ts_ns() const override { return ts_ns_; }
   void Append(SeriesId id, uint64_t raw) override { s_->store_->Append(id, ts_ns_, raw); }
-  void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) override {
+  // Poll/Discover returned `status`: counted as kPoll whatever its code.
+  void PollFailed(absl::string_view key, const absl::Status& status) {
+    RecordError(CollectorErrorCode::kPoll, key, status.ToString());
+  }
+
+ private:
+  void RecordError(CollectorErrorCode code, absl::string_view key,
+                   absl::string_view detail) override {
     m_->errors[static_cast<int>(code)]->Increment();
     uint64_t suppressed = 0;
     if (s_->log_limiter_.Allow(absl::StrCat(c_->name(), "/", key), &suppressed)) {
@@ -71,7 +78,6 @@ class Scheduler::TickContext final : public PollContext {
     }
   }
 
- private:
   Scheduler* s_;
   Collector* c_;
   CollectorMetrics* m_;
@@ -120,7 +126,7 @@ void Scheduler::PollTier(Tier tier, int64_t ts_ns) {
     absl::Status s = c->Poll(ctx);
     collector_metrics_[i]->duration->Observe(
         std::chrono::duration<double>(clock_->SteadyNow() - start).count());
-    if (!s.ok()) ctx.Error(CollectorErrorCode::kPoll, TierName(tier), s.ToString());
+    if (!s.ok()) ctx.PollFailed(TierName(tier), s);
   }
   if (tick_hooks_[static_cast<int>(tier)]) tick_hooks_[static_cast<int>(tier)](ts_ns);
   ticks_[static_cast<int>(tier)].fetch_add(1);
@@ -140,7 +146,7 @@ void Scheduler::Start() {
     TickContext ctx(this, collectors_[i], collector_metrics_[i].get(), Tier::kConfig,
                     clock_->RealtimeNs());
     absl::Status s = collectors_[i]->Discover(ctx);
-    if (!s.ok()) ctx.Error(CollectorErrorCode::kPoll, "discover", s.ToString());
+    if (!s.ok()) ctx.PollFailed("discover", s);
   }
   // Group tiers by interval; a faster tier's interval absorbs equal slower ones.
   std::map<int64_t, Group> groups;

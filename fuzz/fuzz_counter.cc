@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "collectors/collector.h"
 #include "collectors/sysfs_reader.h"
 #include "fuzz/fuzz_check.h"
 
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (char c : digits) FUZZ_CHECK(c >= '0' && c <= '9');
   } else {
     // Garbage is DataLoss (kParse); "N/A ..." is Unimplemented (kUnsupported).
-    const fabricscope::CollectorErrorCode code = fabricscope::ErrorCodeOf(v.status());
+    const fabricscope::CollectorErrorCode code = fabricscope::CollectorErrorCodeOf(v.status());
     FUZZ_CHECK(code == fabricscope::CollectorErrorCode::kParse ||
                code == fabricscope::CollectorErrorCode::kUnsupported);
   }

@@ -2,10 +2,11 @@
 // netlink parsers of the collectors:
 //  - the ethtool genl replies (collectors/ethtool_netlink.h): the same calls
 //    EthtoolNetlink::Request makes on each receive buffer --
-//    ScanEthtoolReplies (the message walk: sequence numbers, NLMSG_ERROR,
-//    ACKs, the family's reply) and EthtoolReplyStatsNest (genlmsg_parse of
-//    the top-level attributes) -- then ParsePauseStatsNest / ParseFecStatsNest
-//    on the stats nest. The sequence number and family the scan looks for are
+//    ScanNetlinkReplies (collectors/netlink_transaction.h, the message walk
+//    of every netlink transaction: sequence numbers, NLMSG_ERROR, ACKs,
+//    NLMSG_DONE, multipart, the family's reply) and EthtoolReplyStatsNest
+//    (genlmsg_parse of the top-level attributes) -- then ParsePauseStatsNest /
+//    ParseFecStatsNest on the stats nest. The sequence number and family the scan looks for are
 //    those of the buffer's first message, so the fuzzer controls both sides;
 //  - the dcbnl DCB_CMD_IEEE_GET reply (collectors/dcb_config_collector.h,
 //    ParseDcbIeeeGetReply), fed each message that passes nlmsg_ok() like
@@ -25,6 +26,7 @@
 
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_netlink.h"
+#include "collectors/netlink_transaction.h"
 #include "fuzz/fuzz_check.h"
 
 namespace {
@@ -43,15 +45,17 @@ void Ethtool(const uint8_t* data, size_t size) {
   for (int cmd : {0, 1}) {
     std::vector<uint64_t> buf = Buffer(data, size);
     std::vector<uint8_t> reply;
-    fabricscope::EthtoolReplyScan scan = fabricscope::ScanEthtoolReplies(
+    fabricscope::NetlinkScan scan = fabricscope::ScanNetlinkReplies(
         reinterpret_cast<unsigned char*>(buf.data()), static_cast<int>(size), first.nlmsg_seq,
         first.nlmsg_type, "fuzz", &reply);
-    if (scan.kind == fabricscope::EthtoolReplyScan::kError) {
+    if (scan.kind == fabricscope::NetlinkScan::kError) {
       FUZZ_CHECK(!scan.error.ok());
       return;
     }
-    if (scan.kind != fabricscope::EthtoolReplyScan::kReply) return;
-    FUZZ_CHECK(reply.size() <= size);
+    // The gathered messages (each padded to NLMSG_ALIGNTO) come from the
+    // buffer: bounded by it, even when a multipart answer is still open.
+    FUZZ_CHECK(reply.size() <= NLMSG_ALIGN(size));
+    if (scan.kind != fabricscope::NetlinkScan::kComplete || reply.empty()) return;
     const int max_attr = cmd == 0 ? ETHTOOL_A_PAUSE_MAX : ETHTOOL_A_FEC_MAX;
     const int stats_attr = cmd == 0 ? ETHTOOL_A_PAUSE_STATS : ETHTOOL_A_FEC_STATS;
     absl::StatusOr<const nlattr*> nest =

@@ -48,7 +48,7 @@ TEST(DcbConfigCollectorTest, EcnFixtureTreeAndLifespan) {
   auto dcb = std::make_unique<FakeDcb>();
   dcb->pfc["eth0"] = 0b00001000;  // PFC on priority 3
   FakeDcb* fake = dcb.get();
-  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", "", std::move(dcb));
+  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", NetdevFilter(), std::move(dcb));
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());
   ASSERT_TRUE(c.Poll(ctx).ok());
@@ -79,7 +79,7 @@ TEST(DcbConfigCollectorTest, ChangesUnsupportedAndGoneSources) {
   Store store;
   auto dcb = std::make_unique<FakeDcb>();  // eth7 has no dcbnl
   FakeDcb* fake = dcb.get();
-  DcbConfigCollector c(&store, root.path(), "", std::move(dcb));
+  DcbConfigCollector c(&store, root.path(), NetdevFilter(), std::move(dcb));
   RecordingContext ctx(&store);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.Poll(ctx).ok());
   EXPECT_EQ(fake->calls, 1);

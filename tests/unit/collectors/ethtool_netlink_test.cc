@@ -3,6 +3,7 @@
 // `ethtool -I --show-fec` and `ethtool -I -a` outputs quoted in the patches
 // that added the statistics).
 #include "collectors/ethtool_netlink.h"
+#include "collectors/netlink_transaction.h"
 
 #include <linux/ethtool_netlink.h>
 #include <netlink/attr.h>
@@ -106,13 +107,15 @@ TEST(EthtoolNetlinkTest, ReplyScan) {
   auto scan = [&](std::string bytes, uint32_t seq, std::vector<uint8_t>* out) {
     std::vector<uint64_t> buf((bytes.size() + 7) / 8);
     memcpy(buf.data(), bytes.data(), bytes.size());
-    return ScanEthtoolReplies(reinterpret_cast<unsigned char*>(buf.data()),
+    out->clear();
+    return ScanNetlinkReplies(reinterpret_cast<unsigned char*>(buf.data()),
                               static_cast<int>(bytes.size()), seq, kFamily, "pause on eth0", out);
   };
   std::vector<uint8_t> out;
   // Stale error (another seq), an ACK for ours, then our reply.
-  EthtoolReplyScan r = scan(error_msg(6, -EINVAL) + error_msg(7, 0) + reply_bytes, 7, &out);
-  ASSERT_EQ(r.kind, EthtoolReplyScan::kReply);
+  NetlinkScan r = scan(error_msg(6, -EINVAL) + error_msg(7, 0) + reply_bytes, 7, &out);
+  ASSERT_EQ(r.kind, NetlinkScan::kComplete);
+  EXPECT_EQ(out.size(), reply_bytes.size());
   absl::StatusOr<const nlattr*> stats =
       EthtoolReplyStatsNest(&out, ETHTOOL_A_PAUSE_MAX, ETHTOOL_A_PAUSE_STATS);
   ASSERT_TRUE(stats.ok() && *stats != nullptr);
@@ -120,19 +123,65 @@ TEST(EthtoolNetlinkTest, ReplyScan) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->tx_frames, 42u);
   // Nothing for us: read on.
-  EXPECT_EQ(scan(reply_bytes, 8, &out).kind, EthtoolReplyScan::kNone);
+  EXPECT_EQ(scan(reply_bytes, 8, &out).kind, NetlinkScan::kMore);
+  EXPECT_TRUE(out.empty());
   // Kernel errors.
   r = scan(error_msg(7, -EOPNOTSUPP), 7, &out);
-  ASSERT_EQ(r.kind, EthtoolReplyScan::kError);
+  ASSERT_EQ(r.kind, NetlinkScan::kError);
   EXPECT_EQ(r.error.code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(std::string(r.error.message()).find("pause on eth0"), std::string::npos);
+  // A malformed error field is a malformed message: DataLoss (core/errors.h).
   r = scan(error_msg(7, INT32_MIN), 7, &out);
-  ASSERT_EQ(r.kind, EthtoolReplyScan::kError);
-  EXPECT_EQ(r.error.code(), absl::StatusCode::kInternal);
+  ASSERT_EQ(r.kind, NetlinkScan::kError);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kDataLoss);
   // An NLMSG_ERROR too short to hold its error is skipped.
   std::string short_error = error_msg(7, -EPERM).substr(0, sizeof(nlmsghdr) + 2);
   reinterpret_cast<nlmsghdr*>(short_error.data())->nlmsg_len = short_error.size();
-  EXPECT_EQ(scan(short_error, 7, &out).kind, EthtoolReplyScan::kNone);
+  EXPECT_EQ(scan(short_error, 7, &out).kind, NetlinkScan::kMore);
+}
+
+// A multipart answer: NLM_F_MULTI messages are gathered until NLMSG_DONE of
+// our sequence number; the gathered buffer walks as a netlink stream.
+TEST(NetlinkTransactionTest, MultipartUntilDone) {
+  constexpr int kType = 40;
+  auto msg = [](uint16_t type, uint16_t flags, uint32_t seq, uint32_t payload) {
+    struct {
+      nlmsghdr hdr;
+      uint32_t payload;
+    } m{};
+    m.hdr.nlmsg_len = sizeof m;
+    m.hdr.nlmsg_type = type;
+    m.hdr.nlmsg_flags = flags;
+    m.hdr.nlmsg_seq = seq;
+    m.payload = payload;
+    return std::string(reinterpret_cast<const char*>(&m), sizeof m);
+  };
+  auto scan = [](const std::string& bytes, std::vector<uint8_t>* out) {
+    std::vector<uint64_t> buf((bytes.size() + 7) / 8);
+    memcpy(buf.data(), bytes.data(), bytes.size());
+    return ScanNetlinkReplies(reinterpret_cast<unsigned char*>(buf.data()),
+                              static_cast<int>(bytes.size()), 3, kType, "dump", out);
+  };
+  std::vector<uint8_t> out;
+  // First receive: two parts (and one of another request); not complete.
+  EXPECT_EQ(scan(msg(kType, NLM_F_MULTI, 3, 1) + msg(kType, NLM_F_MULTI, 2, 9) +
+                     msg(kType, NLM_F_MULTI, 3, 2),
+                 &out)
+                .kind,
+            NetlinkScan::kMore);
+  // Second receive: the third part and DONE.
+  EXPECT_EQ(scan(msg(kType, NLM_F_MULTI, 3, 3) + msg(NLMSG_DONE, NLM_F_MULTI, 3, 0), &out).kind,
+            NetlinkScan::kComplete);
+  std::vector<uint32_t> payloads;
+  int n = static_cast<int>(out.size());
+  for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(out.data()); nlmsg_ok(h, n);
+       h = nlmsg_next(h, &n)) {
+    EXPECT_EQ(h->nlmsg_type, kType);
+    uint32_t p;
+    memcpy(&p, nlmsg_data(h), sizeof p);
+    payloads.push_back(p);
+  }
+  EXPECT_EQ(payloads, (std::vector<uint32_t>{1, 2, 3}));
 }
 
 TEST(EthtoolNetlinkTest, UnknownNetdevOnTheRealKernel) {

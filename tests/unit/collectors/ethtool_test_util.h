@@ -34,7 +34,8 @@ class RecordingContext final : public PollContext {
     store_->Append(id, ts_ns_, raw);
     ++appends;
   }
-  void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) override {
+  void RecordError(CollectorErrorCode code, absl::string_view key,
+                   absl::string_view detail) override {
     errors.push_back({code, std::string(key), std::string(detail)});
   }
   void Advance() { ts_ns_ += 100'000'000; }

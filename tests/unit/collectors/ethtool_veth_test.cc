@@ -101,7 +101,7 @@ TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
   for (const auto& s : store.Snapshot()) EXPECT_NE(s.key->netdev, ns.a()) << s.key->name;
 
   // dcbnl on veth: no dcbnl ops -> unsupported once over several polls.
-  DcbConfigCollector dcb(&store, "/nonexistent-sysfs", "", MakeKernelDcbSource());
+  DcbConfigCollector dcb(&store, "/nonexistent-sysfs", NetdevFilter(), MakeKernelDcbSource());
   RecordingContext dctx(&store);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(dcb.Poll(dctx).ok());
   EXPECT_EQ(dctx.Count(CollectorErrorCode::kUnsupported), 1) << dctx.ErrorsText();
@@ -125,7 +125,7 @@ TEST(EthtoolVethTest, NetdevIncludeSelectsInterfaces) {
   Store store;
   FakeClock clock;
   EthtoolCollector::Options opt;
-  opt.netdev_include = "fsv[ab].*";
+  opt.netdev_include = *NetdevFilter::Compile("fsv[ab].*");
   EthtoolCollector c(&store, &clock, MakeKernelEthtoolSource(), opt);
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());

@@ -106,7 +106,8 @@ class RecordingPollContext final : public PollContext {
   Tier tier() const override { return Tier::kHot; }
   int64_t ts_ns() const override { return ts_ns_; }
   void Append(SeriesId id, uint64_t raw) override { store_->Append(id, ts_ns_, raw); }
-  void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) override {
+  void RecordError(CollectorErrorCode code, absl::string_view key,
+                   absl::string_view detail) override {
     errors.push_back({code, std::string(key), std::string(detail)});
   }
   void set_ts_ns(int64_t ts) { ts_ns_ = ts; }

@@ -110,7 +110,7 @@ TEST_F(NetdevVethBurstTest, TenMillisecondSamplesShowTheBurstAOneSecondPollerMis
   absl::SleepFor(absl::Milliseconds(200));
 
   CollectorOptions config;
-  config.netdev_include = veth_.a();
+  config.netdev_include = *NetdevFilter::Compile(veth_.a());
   Store store;
   MetricsRegistry metrics;
   RealClock* clock = RealClock::Get();

@@ -41,7 +41,8 @@ class TestPollContext final : public PollContext {
     store_->Append(id, ts_ns_, raw);
     ++appends;
   }
-  void Error(CollectorErrorCode code, absl::string_view key, absl::string_view detail) override {
+  void RecordError(CollectorErrorCode code, absl::string_view key,
+                   absl::string_view detail) override {
     errors.push_back({code, std::string(key)});
   }
   int Count(CollectorErrorCode code) const {

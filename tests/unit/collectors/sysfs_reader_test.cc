@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "collectors/collector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,26 +45,21 @@ TEST(ParseCounterTest, RejectsGarbageAsParseErrors) {
         "abc", "1.5", "18446744073709551616", "99999999999999999999"}) {
     absl::StatusOr<uint64_t> v = ParseCounter(bad);
     ASSERT_FALSE(v.ok()) << "accepted \"" << bad << "\"";
-    EXPECT_EQ(ErrorCodeOf(v.status()), CollectorErrorCode::kParse) << bad;
+    EXPECT_EQ(CollectorErrorCodeOf(v.status()), CollectorErrorCode::kParse) << bad;
   }
 }
 
 TEST(ParseCounterTest, NoPmaIsUnsupported) {
   absl::StatusOr<uint64_t> v = ParseCounter("N/A (no PMA)\n");
   ASSERT_FALSE(v.ok());
-  EXPECT_EQ(ErrorCodeOf(v.status()), CollectorErrorCode::kUnsupported);
+  EXPECT_EQ(CollectorErrorCodeOf(v.status()), CollectorErrorCode::kUnsupported);
 }
 
-TEST(ErrnoStatusTest, MapsToTheTaxonomy) {
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(ENOENT, "open", "x")), CollectorErrorCode::kNotFound);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(ENODEV, "read", "x")), CollectorErrorCode::kNotFound);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(EACCES, "open", "x")), CollectorErrorCode::kPermissionDenied);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(EPERM, "open", "x")), CollectorErrorCode::kPermissionDenied);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(EINVAL, "read", "x")), CollectorErrorCode::kUnsupported);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(EOPNOTSUPP, "read", "x")), CollectorErrorCode::kUnsupported);
-  EXPECT_EQ(ErrorCodeOf(ErrnoStatus(EIO, "read", "x")), CollectorErrorCode::kIo);
-  EXPECT_THAT(std::string(ErrnoStatus(ENOENT, "open", "/a/b").message()),
-              testing::HasSubstr("/a/b"));
+// The errno table itself is tests/unit/collectors/collector_errors_test.cc.
+TEST(SysfsReaderTest, ErrorsNameTheOperationAndPath) {
+  absl::Status s = CounterFile::Open("/nonexistent-fabricscope/a/b").status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(std::string(s.message()), testing::HasSubstr("open /nonexistent-fabricscope/a/b"));
 }
 
 TEST(CounterFileTest, ReadsCurrentContentThroughTheSameFd) {
@@ -78,11 +74,11 @@ TEST(CounterFileTest, ReadsCurrentContentThroughTheSameFd) {
   EXPECT_EQ(*f->Read(), 123456789012u);
   EXPECT_EQ(f->fd(), fd);
   dir.Write("c", "garbage\n");
-  EXPECT_EQ(ErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
+  EXPECT_EQ(CollectorErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
   dir.Write("c", "");
-  EXPECT_EQ(ErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
+  EXPECT_EQ(CollectorErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
   dir.Write("c", std::string(100, '1'));
-  EXPECT_EQ(ErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
+  EXPECT_EQ(CollectorErrorCodeOf(f->Read().status()), CollectorErrorCode::kParse);
   dir.Write("c", "7\n");
   EXPECT_EQ(*f->Read(), 7u);
 }
@@ -102,12 +98,13 @@ TEST(CounterFileTest, MoveTransfersOwnershipAndCloseIsIdempotent) {
 
 TEST(CounterFileTest, OpenErrorsAreClassified) {
   TempDir dir;
-  EXPECT_EQ(ErrorCodeOf(CounterFile::Open(dir.path() + "/missing").status()),
+  EXPECT_EQ(CollectorErrorCodeOf(CounterFile::Open(dir.path() + "/missing").status()),
             CollectorErrorCode::kNotFound);
   if (geteuid() != 0) {  // root reads everything: EACCES cannot be provoked
     std::string p = dir.Write("secret", "1\n");
     chmod(p.c_str(), 0);
-    EXPECT_EQ(ErrorCodeOf(CounterFile::Open(p).status()), CollectorErrorCode::kPermissionDenied);
+    EXPECT_EQ(CollectorErrorCodeOf(CounterFile::Open(p).status()),
+              CollectorErrorCode::kPermissionDenied);
   }
 }
 
@@ -115,7 +112,7 @@ TEST(ReadAttributeTest, StripsTrailingWhitespace) {
   TempDir dir;
   EXPECT_EQ(*ReadAttribute(dir.Write("ll", "InfiniBand\n\n")), "InfiniBand");
   EXPECT_EQ(*ReadAttribute(dir.Write("rate", "100 Gb/sec (4X EDR)\n")), "100 Gb/sec (4X EDR)");
-  EXPECT_EQ(ErrorCodeOf(ReadAttribute(dir.path() + "/nope").status()),
+  EXPECT_EQ(CollectorErrorCodeOf(ReadAttribute(dir.path() + "/nope").status()),
             CollectorErrorCode::kNotFound);
 }
 
@@ -125,7 +122,8 @@ TEST(ListDirTest, SortedWithoutDots) {
   dir.Write("a", "");
   mkdir((dir.path() + "/c").c_str(), 0755);
   EXPECT_THAT(*ListDir(dir.path()), testing::ElementsAre("a", "b", "c"));
-  EXPECT_EQ(ErrorCodeOf(ListDir(dir.path() + "/none").status()), CollectorErrorCode::kNotFound);
+  EXPECT_EQ(CollectorErrorCodeOf(ListDir(dir.path() + "/none").status()),
+            CollectorErrorCode::kNotFound);
 }
 
 }  // namespace

@@ -97,6 +97,27 @@ TEST(ConfigTest, BadValuesNameTheKeyAndTheAllowedValues) {
   EXPECT_FALSE(h.ok());
 }
 
+TEST(ConfigTest, NetdevIncludeIsCompiledOnceIntoTheCollectorOptions) {
+  auto bad = Parse({"--netdev-include=(unclosed"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("netdev-include"));
+  auto cl = Parse({"--netdev-include=fsv[ab].*"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  absl::StatusOr<CollectorOptions> options = CollectorOptionsFromConfig(cl->config);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->netdev_include.pattern(), "fsv[ab].*");
+  EXPECT_TRUE(options->netdev_include.Matches("fsva1"));
+  EXPECT_FALSE(options->netdev_include.Matches("eth0"));
+  // A Config built by hand with a bad pattern: refused, naming the key.
+  Config config;
+  config.netdev_include = "(";
+  options = CollectorOptionsFromConfig(config);
+  ASSERT_FALSE(options.ok());
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(options.status().message()), HasSubstr("netdev-include"));
+  EXPECT_TRUE(CollectorOptionsFromConfig(Config{})->netdev_include.empty());
+}
+
 TEST(ConfigTest, BadFileNamesFileLineAndKey) {
   std::string path = WriteTemp("sysfs-root = /x\nslow-interval = soon\n");
   auto cl = Parse({"--config=" + path});
