@@ -13,37 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/hot_counters.h"
+#include "core/json.h"
 
 namespace fabricsim {
 namespace {
 
+using fabricscope::JsonString;
+
 uint64_t U64(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(std::floor(v)); }
 uint64_t Wrap32(double v) { return U64(v) & 0xffffffffull; }
 uint64_t Sat(double v, int bits) { return std::min<uint64_t>(U64(v), (1ull << bits) - 1); }
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += absl::StrFormat("\\u%04x", ch);
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 absl::Status MakeDirs(const std::string& dir) {
   std::error_code ec;
