@@ -84,15 +84,21 @@ function(fabricscope_check_layers root out)
   set(${out} "${violations}" PARENT_SCOPE)
 endfunction()
 
-if(CMAKE_SCRIPT_MODE_FILE)
-  if(NOT LAYER_CHECK_ROOT)
-    get_filename_component(LAYER_CHECK_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
-  endif()
-  fabricscope_check_layers(${LAYER_CHECK_ROOT} violations)
+# fabricscope_require_layer_rule(<root>): fails (FATAL_ERROR, listing every
+# violation) unless the tree under <root> keeps the rule.
+function(fabricscope_require_layer_rule root)
+  fabricscope_check_layers(${root} violations)
   if(violations)
     string(REPLACE ";" "\n  " text "${violations}")
     message(FATAL_ERROR "layer rule broken (a layer includes only layers below it; "
       "cmake/check_layers.cmake):\n  ${text}")
   endif()
+endfunction()
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  if(NOT LAYER_CHECK_ROOT)
+    get_filename_component(LAYER_CHECK_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+  endif()
+  fabricscope_require_layer_rule(${LAYER_CHECK_ROOT})
   message(STATUS "layer rule: ok")
 endif()
