@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "daemon/correlate/correlator.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -27,6 +28,7 @@ constexpr int64_t kT = 1'700'000'000 * kSec;
 
 struct Fixture {
   Store store;
+  PortInventory ports;
   Fixture() {
     const char* devices[] = {"mlx5_0", "mlx5_1"};
     const char* netdevs[] = {"eth0", "eth1"};
@@ -46,7 +48,7 @@ struct Fixture {
                         "rx_dropped", "tx_dropped", "rx_errors",  "tx_errors"};
     std::vector<SeriesId> hot_ids, pause_ids;
     for (int d = 0; d < 2; ++d) {
-      store.UpsertPort({devices[d], 1, netdevs[d], "Ethernet", "ACTIVE", "100 Gb/sec", true});
+      ports.Upsert({devices[d], 1, netdevs[d], "Ethernet", "ACTIVE", "100 Gb/sec", true});
       for (const char* n : hot) {  // 2 x 12 hw_counters
         SeriesKey k{"hw_counters", n, devices[d], 1, ""};
         hot_ids.push_back(store.Register(k, *MapCounter(k)));
@@ -91,7 +93,7 @@ Fixture& Shared() {
 
 void BM_CorrelateOneSpan64Series(benchmark::State& state) {
   Fixture& f = Shared();
-  Correlator c(&f.store, {}, {});
+  Correlator c(&f.store, &f.ports, {}, {});
   const int64_t dur = state.range(0) * kMs;
   std::mt19937_64 rng(7);
   std::vector<double> us;

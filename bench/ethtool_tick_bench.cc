@@ -21,6 +21,7 @@
 #include "collectors/ethtool_text.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -97,8 +98,9 @@ void BM_EthtoolTickMappedCopy(benchmark::State& state) {
     return;
   }
   Store store;
+  PortInventory ports;  // empty: the bench names its netdevs itself
   FakeClock clock;
-  EthtoolCollector c(&store, &clock, std::make_unique<MemSource>(std::move(stats)), {});
+  EthtoolCollector c(&store, &ports, &clock, std::make_unique<MemSource>(std::move(stats)), {});
   Ctx ctx(&store);
   (void)c.Discover(ctx);
   (void)c.Poll(ctx);  // resolves the names
@@ -140,8 +142,9 @@ void BM_EthtoolDirTick(benchmark::State& state) {
   std::filesystem::create_directories(dir);
   { std::ofstream(dir + "/eth0") << EthqText(); }
   Store store;
+  PortInventory ports;  // empty: the bench names its netdevs itself
   FakeClock clock;
-  EthtoolCollector c(&store, &clock, MakeDirEthtoolSource(dir), {});
+  EthtoolCollector c(&store, &ports, &clock, MakeDirEthtoolSource(dir), {});
   Ctx ctx(&store);
   (void)c.Discover(ctx);
   (void)c.Poll(ctx);
@@ -162,8 +165,9 @@ void BM_EthtoolResolve(benchmark::State& state) {
   (void)ParseEthtoolStatsText(EthqText(), &stats);
   for (auto _ : state) {
     Store store;
+    PortInventory ports;
     FakeClock clock;
-    EthtoolCollector c(&store, &clock, std::make_unique<MemSource>(stats), {});
+    EthtoolCollector c(&store, &ports, &clock, std::make_unique<MemSource>(stats), {});
     Ctx ctx(&store);
     (void)c.Discover(ctx);
     (void)c.Poll(ctx);

@@ -88,7 +88,7 @@ void BM_Scrape(benchmark::State& state) {
   Built b = Build(static_cast<size_t>(state.range(0)));
   size_t bytes = 0, lines = 0;
   for (auto _ : state) {
-    std::vector<prometheus::MetricFamily> f = RenderStoreFamilies(*b.store);
+    std::vector<prometheus::MetricFamily> f = RenderStoreFamilies(*b.store, nullptr);
     std::string text = prometheus::TextSerializer().Serialize(f);
     bytes = text.size();
     benchmark::DoNotOptimize(text.data());
@@ -105,7 +105,7 @@ BENCHMARK(BM_Scrape)->Arg(10'000)->Arg(50'000)->Unit(benchmark::kMillisecond);
 void BM_RenderOnly(benchmark::State& state) {
   Built b = Build(static_cast<size_t>(state.range(0)));
   for (auto _ : state) {
-    std::vector<prometheus::MetricFamily> f = RenderStoreFamilies(*b.store);
+    std::vector<prometheus::MetricFamily> f = RenderStoreFamilies(*b.store, nullptr);
     benchmark::DoNotOptimize(f.data());
   }
 }

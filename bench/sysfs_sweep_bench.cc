@@ -17,11 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "collectors/collector.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "collectors/sysfs_reader.h"
 #include "core/clock.h"
-#include "collectors/collector.h"
 #include "core/metrics.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -154,9 +155,10 @@ void BM_FullSweep(benchmark::State& state) {
   CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
+  PortInventory ports;
   FakeClock clock;
   MetricsRegistry metrics;
-  RdmaSysfsCollector collector(CollectorContext{&config, &store, &clock, &metrics});
+  RdmaSysfsCollector collector(CollectorContext{&config, &store, &ports, &clock, &metrics});
   Store* sink = state.range(0) != 0 ? &store : nullptr;
   int64_t ts = 1'700'000'000'000'000'000;
   {
@@ -187,9 +189,10 @@ void BM_HotTier(benchmark::State& state) {
   CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
+  PortInventory ports;
   FakeClock clock;
   MetricsRegistry metrics;
-  RdmaSysfsCollector collector(CollectorContext{&config, &store, &clock, &metrics});
+  RdmaSysfsCollector collector(CollectorContext{&config, &store, &ports, &clock, &metrics});
   int64_t ts = 1'700'000'000'000'000'000;
   BenchPollContext discover(&store, Tier::kConfig, ts);
   (void)collector.Discover(discover);

@@ -8,7 +8,10 @@
 //  1. The registry creates it from a CollectorContext (the few options
 //     collectors take, store, clock, metrics). Construction does no I/O.
 //  2. Discover() runs once before the first poll: find the devices, open the
-//     hot files, Register() series in the store, UpsertPort() inventory.
+//     hot files, Register() series in the store, Upsert() the port
+//     inventory (store/port_inventory.h). A collector that reads the
+//     inventory at discovery declares so at registration, and the registry
+//     discovers it after the collector that writes it (collectors/registry.h).
 //     Finding nothing is not an error (a host without RDMA devices).
 //  3. The scheduler calls Poll(ctx) on each tick of each tier the collector
 //     listed in Tiers(). Poll appends one sample per series through ctx with
@@ -48,6 +51,7 @@ namespace fabricscope {
 
 class Clock;
 class MetricsRegistry;
+class PortInventory;
 class Store;
 
 enum class Tier : uint8_t { kHot = 0, kMedium = 1, kSlow = 2, kConfig = 3 };
@@ -98,6 +102,9 @@ struct CollectorOptions {
 struct CollectorContext {
   const CollectorOptions* options = nullptr;
   Store* store = nullptr;
+  // The RDMA port inventory: rdma_sysfs writes it, netdev/ethtool/dcb_config
+  // read it at discovery.
+  PortInventory* ports = nullptr;
   Clock* clock = nullptr;
   MetricsRegistry* metrics = nullptr;
 };

@@ -17,6 +17,7 @@
 #include "collectors/sysfs_reader.h"
 #include "core/errors.h"
 #include "core/signals.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -105,16 +106,18 @@ absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply) {
 std::unique_ptr<DcbSource> MakeKernelDcbSource() { return std::make_unique<KernelDcbSource>(); }
 
 absl::StatusOr<std::unique_ptr<Collector>> DcbConfigCollector::Create(const CollectorContext& ctx) {
-  if (ctx.options == nullptr || ctx.store == nullptr) {
-    return absl::InvalidArgumentError("dcb_config needs a config and a store");
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
+    return absl::InvalidArgumentError("dcb_config needs a config, a store and a port inventory");
   }
-  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.options->sysfs_root,
+  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.ports, ctx.options->sysfs_root,
                                               ctx.options->netdev_include, MakeKernelDcbSource());
 }
 
-DcbConfigCollector::DcbConfigCollector(Store* store, std::string sysfs_root,
-                                       NetdevFilter netdev_include, std::unique_ptr<DcbSource> dcb)
+DcbConfigCollector::DcbConfigCollector(Store* store, const PortInventory* ports,
+                                       std::string sysfs_root, NetdevFilter netdev_include,
+                                       std::unique_ptr<DcbSource> dcb)
     : store_(store),
+      ports_(ports),
       sysfs_root_(std::move(sysfs_root)),
       include_(std::move(netdev_include)),
       dcb_(std::move(dcb)) {}
@@ -158,7 +161,7 @@ void DcbConfigCollector::PollEcn(PollContext& ctx, const std::string& netdev, co
 absl::Status DcbConfigCollector::Poll(PollContext& ctx) {
   seen_.clear();
   std::map<std::string, Owner> netdevs;  // sorted: stable order
-  std::vector<PortInfo> ports = store_->Ports();
+  std::vector<PortInfo> ports = ports_->List();
   for (const PortInfo& p : ports) {
     if (p.present && !p.netdev.empty()) netdevs.try_emplace(p.netdev, Owner{p.device, p.port});
   }

@@ -62,8 +62,9 @@ class DcbConfigCollector final : public Collector {
 
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
 
-  DcbConfigCollector(Store* store, std::string sysfs_root, NetdevFilter netdev_include,
-                     std::unique_ptr<DcbSource> dcb);
+  // `store` and `ports` outlive the collector.
+  DcbConfigCollector(Store* store, const PortInventory* ports, std::string sysfs_root,
+                     NetdevFilter netdev_include, std::unique_ptr<DcbSource> dcb);
 
   absl::string_view name() const override { return "dcb_config"; }
   std::vector<Tier> Tiers() const override { return {Tier::kConfig}; }
@@ -80,6 +81,7 @@ class DcbConfigCollector final : public Collector {
   void PollEcn(PollContext& ctx, const std::string& netdev, const Owner& owner);
 
   Store* const store_;
+  const PortInventory* const ports_;
   const std::string sysfs_root_;
   const NetdevFilter include_;  // --netdev-include
   std::unique_ptr<DcbSource> dcb_;

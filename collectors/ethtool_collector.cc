@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/log.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -37,20 +38,27 @@ size_t RuleRank(const SeriesKey& key) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> EthtoolCollector::Create(const CollectorContext& ctx) {
-  if (ctx.options == nullptr || ctx.store == nullptr || ctx.clock == nullptr) {
-    return absl::InvalidArgumentError("ethtool needs a config, a store and a clock");
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr ||
+      ctx.clock == nullptr) {
+    return absl::InvalidArgumentError(
+        "ethtool needs a config, a store, a port inventory and a clock");
   }
   std::unique_ptr<EthtoolStatsSource> source = ctx.options->ethtool_dir.empty()
                                                    ? MakeKernelEthtoolSource()
                                                    : MakeDirEthtoolSource(ctx.options->ethtool_dir);
   Options options;
   options.netdev_include = ctx.options->netdev_include;
-  return std::make_unique<EthtoolCollector>(ctx.store, ctx.clock, std::move(source), options);
+  return std::make_unique<EthtoolCollector>(ctx.store, ctx.ports, ctx.clock, std::move(source),
+                                            options);
 }
 
-EthtoolCollector::EthtoolCollector(Store* store, Clock* clock,
+EthtoolCollector::EthtoolCollector(Store* store, const PortInventory* ports, Clock* clock,
                                    std::unique_ptr<EthtoolStatsSource> source, Options options)
-    : store_(store), clock_(clock), source_(std::move(source)), options_(std::move(options)) {}
+    : store_(store),
+      ports_(ports),
+      clock_(clock),
+      source_(std::move(source)),
+      options_(std::move(options)) {}
 
 size_t EthtoolCollector::MappedCount(const std::string& netdev) const {
   auto it = devices_.find(netdev);
@@ -88,7 +96,7 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
     uint32_t port = 0;
   };
   absl::flat_hash_map<std::string, Owner> wanted;
-  for (const PortInfo& p : store_->Ports()) {
+  for (const PortInfo& p : ports_->List()) {
     if (!p.present || p.netdev.empty()) continue;
     wanted.try_emplace(p.netdev, Owner{p.device, p.port});
   }

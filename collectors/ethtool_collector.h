@@ -4,7 +4,7 @@
 // FEC and PHY errors, link flaps. See ../shared/reference/counters.md
 // sections 3 and 4.
 //
-// Which netdevs: the netdevs of the RDMA ports in Store::Ports() (written by
+// Which netdevs: the netdevs of the RDMA ports in PortInventory (written by
 // rdma_sysfs), the interfaces matching --netdev-include, and with
 // --ethtool-dir=DIR every file DIR/<netdev>. The set is rescanned at most once
 // per `rescan` (1 s) from within the medium tier.
@@ -61,8 +61,9 @@ class EthtoolCollector final : public Collector {
 
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
 
-  EthtoolCollector(Store* store, Clock* clock, std::unique_ptr<EthtoolStatsSource> source,
-                   Options options);
+  // `store`, `ports` and `clock` outlive the collector.
+  EthtoolCollector(Store* store, const PortInventory* ports, Clock* clock,
+                   std::unique_ptr<EthtoolStatsSource> source, Options options);
 
   absl::string_view name() const override { return "ethtool"; }
   std::vector<Tier> Tiers() const override { return {Tier::kMedium}; }
@@ -106,6 +107,7 @@ class EthtoolCollector final : public Collector {
   std::optional<Signal> Resolve(const SeriesKey& key);
 
   Store* const store_;
+  const PortInventory* const ports_;
   Clock* const clock_;
   std::unique_ptr<EthtoolStatsSource> source_;
   const Options options_;

@@ -24,6 +24,7 @@
 #include "collectors/netlink_util.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -124,8 +125,9 @@ absl::StatusOr<std::unique_ptr<Collector>> NetdevCollector::Create(const Collect
 
 absl::StatusOr<std::unique_ptr<NetdevCollector>> NetdevCollector::CreateWithOptions(
     const CollectorContext& ctx, Options options) {
-  if (ctx.options == nullptr || ctx.store == nullptr) {
-    return absl::InvalidArgumentError("netdev collector needs a config and a store");
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
+    return absl::InvalidArgumentError(
+        "netdev collector needs a config, a store and a port inventory");
   }
   return std::unique_ptr<NetdevCollector>(new NetdevCollector(ctx, options));
 }
@@ -193,7 +195,7 @@ void NetdevCollector::SetPresent(Interface& iface, bool present) {
 absl::Status NetdevCollector::Rescan(PollContext& ctx) {
   // Which RDMA port each netdev belongs to (first port wins).
   absl::flat_hash_map<std::string, std::pair<std::string, uint32_t>> rdma;
-  std::vector<PortInfo> ports = cctx_.store->Ports();
+  std::vector<PortInfo> ports = cctx_.ports->List();
   std::sort(ports.begin(), ports.end(), [](const PortInfo& a, const PortInfo& b) {
     return std::tie(a.device, a.port) < std::tie(b.device, b.port);
   });

@@ -17,11 +17,12 @@
 //   rx_bytes tx_bytes rx_packets tx_packets rx_dropped tx_dropped rx_errors
 //   tx_errors
 // with netdev = the interface name and device/port = the RDMA port the
-// interface belongs to (Store::Ports()), or ""/0. Families and labels come from
-// the signal table (fabricscope_netdev_{bytes,packets,drops,errors}_total).
+// interface belongs to (the PortInventory, CollectorContext::ports), or ""/0. Families and labels
+// come from the signal table (fabricscope_netdev_{bytes,packets,drops,errors}_total).
 //
-// Which interfaces. The netdevs of present RDMA ports in Store::Ports() (filled
-// by rdma_sysfs, which discovers before this collector) plus every interface
+// Which interfaces. The netdevs of present RDMA ports in the PortInventory
+// (filled by rdma_sysfs, which the registry discovers before this collector:
+// netdev is registered as reading its inventory) plus every interface
 // whose name CollectorOptions::netdev_include matches (--netdev-include,
 // collectors/netdev_filter.h; the empty filter matches none).
 // The list is rebuilt by a rescan: once in Discover() and then from inside the
@@ -140,7 +141,7 @@ class NetdevCollector final : public Collector {
 
   absl::Status EnsureSocket();
   void CloseSocket();
-  // Re-reads Store::Ports() and the kernel's interface list.
+  // Re-reads the PortInventory and the kernel's interface list.
   absl::Status Rescan(PollContext& ctx);
   void RegisterSeries(Interface& iface);
   void SetPresent(Interface& iface, bool present);

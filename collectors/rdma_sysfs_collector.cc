@@ -69,8 +69,8 @@ std::string FindNetdev(const std::string& dev_dir, const std::string& port_dir, 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const CollectorContext& ctx) {
-  if (ctx.options == nullptr || ctx.store == nullptr) {
-    return absl::InvalidArgumentError("rdma_sysfs needs a config and a store");
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
+    return absl::InvalidArgumentError("rdma_sysfs needs a config, a store and a port inventory");
   }
   return std::make_unique<RdmaSysfsCollector>(ctx);
 }
@@ -78,7 +78,8 @@ absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const Coll
 RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
     : root_(ctx.options->sysfs_root + "/class/infiniband"),
       hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
-      store_(ctx.store) {}
+      store_(ctx.store),
+      ports_(ctx.ports) {}
 
 RdmaSysfsCollector::~RdmaSysfsCollector() = default;
 
@@ -336,7 +337,7 @@ void RdmaSysfsCollector::SetPortsPresent(const DeviceEntry& d, bool present) {
     auto it = port_info_.find(std::make_pair(d.name, port));
     if (it == port_info_.end()) continue;
     it->second.present = present;
-    store_->UpsertPort(it->second);
+    ports_->Upsert(it->second);
   }
 }
 
@@ -352,7 +353,7 @@ void RdmaSysfsCollector::RefreshPortInfo(const Topology& topo) {
         continue;
       }
       cached = info;
-      store_->UpsertPort(info);
+      ports_->Upsert(info);
     }
   }
 }
@@ -382,7 +383,7 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
     d.ports.emplace_back(port, port_dir);
     PortInfo info = ReadPortInfo(name, port, port_dir);
     port_info_[std::make_pair(name, port)] = info;
-    store_->UpsertPort(info);
+    ports_->Upsert(info);
 
     // The data/packet counters are 64-bit with the PMA extended-width group
     // (unicast/multicast files present) or the "noietf" group (no such files,

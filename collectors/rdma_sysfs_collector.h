@@ -73,6 +73,7 @@
 #include "absl/status/statusor.h"
 #include "collectors/collector.h"
 #include "collectors/sysfs_reader.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -161,6 +162,7 @@ class RdmaSysfsCollector final : public Collector {
   const std::string root_;  // <sysfs-root>/class/infiniband
   const absl::flat_hash_set<std::string> hot_counters_;
   Store* const store_;
+  PortInventory* const ports_;  // written at discovery and on changes
 
   std::mutex rescan_mu_;
   uint64_t next_incarnation_ ABSL_GUARDED_BY(rescan_mu_) = 1;

@@ -9,16 +9,20 @@
 namespace fabricscope {
 
 absl::Status RegisterAllCollectors(CollectorRegistry& registry) {
-  // Each line: s.Update(registry.Register(name, description, factory));
-  // Update keeps the first error (a duplicate name).
+  // Each line: s.Update(registry.Register(name, description, factory[, deps]));
+  // Update keeps the first error (a duplicate name). netdev, ethtool and
+  // dcb_config read the port inventory rdma_sysfs writes at discovery, so they
+  // declare {.after = {"rdma_sysfs"}} and the registry discovers them after it
+  // whatever the order of these lines (a void dependency when rdma_sysfs is
+  // not enabled: the inventory is then empty, or filled by replay).
   absl::Status s;
+  const CollectorDeps reads_ports{.after = {"rdma_sysfs"}};
   // One line per collector, however long.
   // clang-format off
   s.Update(registry.Register("rdma_sysfs", RdmaSysfsCollector::kDescription, RdmaSysfsCollector::Create));
-  // After rdma_sysfs: netdev reads its ports (Store::Ports()) at discovery.
-  s.Update(registry.Register("netdev", NetdevCollector::kDescription, NetdevCollector::Create));
-  s.Update(registry.Register("ethtool", EthtoolCollector::kDescription, EthtoolCollector::Create));
-  s.Update(registry.Register("dcb_config", DcbConfigCollector::kDescription, DcbConfigCollector::Create));
+  s.Update(registry.Register("netdev", NetdevCollector::kDescription, NetdevCollector::Create, reads_ports));
+  s.Update(registry.Register("ethtool", EthtoolCollector::kDescription, EthtoolCollector::Create, reads_ports));
+  s.Update(registry.Register("dcb_config", DcbConfigCollector::kDescription, DcbConfigCollector::Create, reads_ports));
   // clang-format on
   return s;
 }

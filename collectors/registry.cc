@@ -1,5 +1,7 @@
 #include "collectors/registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -7,11 +9,16 @@
 namespace fabricscope {
 
 absl::Status CollectorRegistry::Register(std::string name, std::string description,
-                                         CollectorFactory factory) {
+                                         CollectorFactory factory, CollectorDeps deps) {
   if (Find(name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("collector \"", name, "\" registered twice"));
   }
-  entries_.push_back({std::move(name), std::move(description), std::move(factory)});
+  if (std::find(deps.after.begin(), deps.after.end(), name) != deps.after.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("collector \"", name, "\" cannot come after itself"));
+  }
+  entries_.push_back(
+      {std::move(name), std::move(description), std::move(factory), std::move(deps)});
   return absl::OkStatus();
 }
 
@@ -33,11 +40,36 @@ absl::StatusOr<std::vector<std::unique_ptr<Collector>>> CollectorRegistry::Creat
                        "\" (known: ", absl::StrJoin(known, ", "), ")"));
     }
   }
-  std::vector<std::unique_ptr<Collector>> out;
+  // The enabled entries in registration order, then a stable topological
+  // order: repeatedly take the first one whose enabled predecessors are all
+  // placed. Quadratic in the handful of collectors.
+  std::vector<const Entry*> pending;
   for (const Entry& e : entries_) {
-    if (!enabled.empty() && std::find(enabled.begin(), enabled.end(), e.name) == enabled.end()) {
-      continue;
+    if (enabled.empty() || std::find(enabled.begin(), enabled.end(), e.name) != enabled.end()) {
+      pending.push_back(&e);
     }
+  }
+  auto is_pending = [&pending](const std::string& name) {
+    return std::any_of(pending.begin(), pending.end(),
+                       [&name](const Entry* p) { return p->name == name; });
+  };
+  std::vector<const Entry*> order;
+  while (!pending.empty()) {
+    auto ready = std::find_if(pending.begin(), pending.end(), [&](const Entry* e) {
+      return std::none_of(e->deps.after.begin(), e->deps.after.end(), is_pending);
+    });
+    if (ready == pending.end()) {
+      std::vector<std::string> names;
+      for (const Entry* p : pending) names.push_back(p->name);
+      return absl::InvalidArgumentError(
+          absl::StrCat("collectors: dependency cycle among ", absl::StrJoin(names, ", ")));
+    }
+    order.push_back(*ready);
+    pending.erase(ready);
+  }
+  std::vector<std::unique_ptr<Collector>> out;
+  for (const Entry* entry : order) {
+    const Entry& e = *entry;
     auto c = e.factory(ctx);
     if (!c.ok()) {
       return absl::Status(c.status().code(),

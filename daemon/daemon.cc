@@ -108,8 +108,7 @@ absl::Status Daemon::Init() {
   store_ = std::make_unique<Store>(store_options);
   if (auto s = config_.detect.Validate(); !s.ok()) return s;
   events_ = std::make_unique<EventLog>(config_.detect.max_events, &metrics_);
-  detectors_ =
-      std::make_unique<DetectorEngine>(config_.detect, store_.get(), events_.get(), &metrics_);
+  detectors_ = std::make_unique<DetectorEngine>(config_.detect, &ports_, events_.get(), &metrics_);
   store_->SetObserver(detectors_.get());
 
   span_store_ = std::make_unique<SpanStore>(
@@ -136,7 +135,7 @@ absl::Status Daemon::Init() {
     absl::StatusOr<CollectorOptions> options = CollectorOptionsFromConfig(config_);
     if (!options.ok()) return options.status();
     collector_options_ = *std::move(options);
-    CollectorContext ctx{&collector_options_, store_.get(), clock_, &metrics_};
+    CollectorContext ctx{&collector_options_, store_.get(), &ports_, clock_, &metrics_};
     auto collectors = registry_.Create(config_.collectors, ctx);
     if (!collectors.ok()) return collectors.status();
     collectors_ = *std::move(collectors);
@@ -162,7 +161,8 @@ absl::Status Daemon::Init() {
   }
 
   auto exporter = PrometheusExporter::Start(config_.metrics_listen, {config_.metrics_auth_file},
-                                            &metrics_, store_.get(), [this]() -> HealthStatus {
+                                            &metrics_, store_.get(), &ports_,
+                                            [this]() -> HealthStatus {
                                               const Scheduler::Health h =
                                                   scheduler_->CheckHealth(clock_->SteadyNow());
                                               return {h.live, h.ready, h.detail};
@@ -210,8 +210,8 @@ absl::Status Daemon::Init() {
     if (auto s = ParseFloors(config_.correlate_floors, &copt.floors); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("correlate-floors: ", s.message()));
     }
-    correlator_ =
-        std::make_unique<Correlator>(store_.get(), copt, StallPolicy(config_.stall_thresholds));
+    correlator_ = std::make_unique<Correlator>(store_.get(), &ports_, copt,
+                                               StallPolicy(config_.stall_thresholds));
     span_aggregates_ = std::make_unique<SpanAggregates>(&metrics_, config_.max_span_names);
     CorrelationWorkerOptions wopt;
     wopt.settle_delay = slowest + config_.hot_interval + absl::Milliseconds(100);
@@ -220,13 +220,13 @@ absl::Status Daemon::Init() {
     correlation_worker_ = std::make_unique<CorrelationWorker>(
         span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
     query_engine_ = std::make_unique<QueryEngine>(span_store_.get(), correlator_.get(),
-                                                  store_.get(), events_.get(), clock_);
+                                                  store_.get(), &ports_, events_.get(), clock_);
     query_service_ = std::make_unique<QueryService>(query_engine_.get());
     grpc_server_->AddService(query_service_.get());
   }
   if (!config_.replay_file.empty()) {
     replay_ = std::make_unique<ReplayWorker>(config_.replay_file, config_.replay_speed,
-                                             store_.get(), span_store_.get(), clock_);
+                                             store_.get(), &ports_, span_store_.get(), clock_);
   }
   if (auto s = grpc_server_->Start(); !s.ok()) return s;
 

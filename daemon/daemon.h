@@ -43,6 +43,7 @@
 #include "daemon/service/query_service.h"
 #include "daemon/spans/span_store.h"
 #include "exporters/prometheus_exporter.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -80,6 +81,9 @@ class Daemon {
   Clock* clock_;
   MetricsRegistry metrics_;
   std::unique_ptr<Store> store_;
+  // The RDMA port inventory: written by rdma_sysfs (or replay), read by the
+  // other collectors, detectors, correlator, query engine and exporter.
+  PortInventory ports_;
   // Detectors: the store's append observer; they outlive every writer.
   std::unique_ptr<EventLog> events_;
   std::unique_ptr<DetectorEngine> detectors_;

@@ -206,7 +206,8 @@ class DedupFamily {
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
+std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
+                                                          const PortInventory* port_inventory) {
   std::vector<prometheus::MetricFamily> out;
   std::vector<SeriesSnapshot> snap = store.Snapshot();
 
@@ -269,7 +270,8 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store) {
                 static_cast<double>(s.state.resets));
     }
   }
-  std::vector<PortInfo> ports = store.Ports();
+  std::vector<PortInfo> ports =
+      port_inventory != nullptr ? port_inventory->List() : std::vector<PortInfo>{};
   if (!ports.empty()) {
     const MetricSpec& spec = *FindMetric("fabricscope_port_info");
     prometheus::MetricFamily f = NewFamily(spec);
@@ -340,8 +342,9 @@ int HandleProbe(mg_connection* conn) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
-    const std::string& listen, MetricsRegistry* metrics, const Store* store, HealthFn health) {
-  return Start(listen, Security{}, metrics, store, std::move(health));
+    const std::string& listen, MetricsRegistry* metrics, const Store* store,
+    const PortInventory* ports, HealthFn health) {
+  return Start(listen, Security{}, metrics, store, ports, std::move(health));
 }
 
 namespace {
@@ -387,7 +390,7 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     const std::string& listen, const Security& security, MetricsRegistry* metrics,
-    const Store* store, HealthFn health) {
+    const Store* store, const PortInventory* ports, HealthFn health) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
   std::vector<std::pair<std::string, std::string>> users;
   if (!security.auth_file.empty()) {
@@ -415,7 +418,7 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on metrics-listen ", listen, ": ", ex.what()));
   }
-  e->store_collectable_ = std::make_shared<StoreCollectable>(store);
+  e->store_collectable_ = std::make_shared<StoreCollectable>(store, ports);
   e->exposer_->RegisterCollectable(metrics->registry());
   e->exposer_->RegisterCollectable(e->store_collectable_);
   if (!users.empty()) {
@@ -427,10 +430,10 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
         },
         "fabricscope", "/metrics");
   }
-  std::vector<int> ports = e->exposer_->GetListeningPorts();
-  if (ports.empty()) return absl::UnavailableError("metrics server has no listening port");
+  std::vector<int> listening = e->exposer_->GetListeningPorts();
+  if (listening.empty()) return absl::UnavailableError("metrics server has no listening port");
   std::string host = listen.substr(0, listen.rfind(':'));
-  e->address_ = absl::StrCat(host, ":", ports.front());
+  e->address_ = absl::StrCat(host, ":", listening.front());
   return e;
 }
 

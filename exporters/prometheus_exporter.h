@@ -4,7 +4,7 @@
 //  - the self-metrics registry (MetricsRegistry), and
 //  - StoreCollectable: the counter families rendered from an immutable
 //    snapshot of the store (raw counters as counters, never per-interval
-//    gauges), the port inventory, saturation and reset bookkeeping, and the
+//    gauges), the port inventory (PortInventory), saturation and reset bookkeeping, and the
 //    store's own size metrics.
 // Nothing is reset on scrape, so any number of scrapers see consistent values.
 //
@@ -19,25 +19,31 @@
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
-#include "store/store.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 
 namespace fabricscope {
 
-// Renders the store's families (what StoreCollectable returns on a scrape).
-std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store);
+// Renders the store's families and fabricscope_port_info from `ports` (may
+// be null: no inventory, no port_info family) -- what StoreCollectable
+// returns on a scrape.
+std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
+                                                          const PortInventory* ports);
 
 class StoreCollectable final : public prometheus::Collectable {
  public:
-  explicit StoreCollectable(const Store* store) : store_(store) {}
+  // `store` and `ports` (may be null) outlive the collectable.
+  StoreCollectable(const Store* store, const PortInventory* ports) : store_(store), ports_(ports) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
-    return RenderStoreFamilies(*store_);
+    return RenderStoreFamilies(*store_, ports_);
   }
 
  private:
   const Store* store_;
+  const PortInventory* ports_;
 };
 
 // Health for the probes served next to /metrics: GET /healthz answers 200
@@ -61,6 +67,7 @@ class PrometheusExporter {
   static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
                                                                    MetricsRegistry* metrics,
                                                                    const Store* store,
+                                                                   const PortInventory* ports,
                                                                    HealthFn health = {});
   // The same with access control for /metrics: `auth_file` ("user:password"
   // lines, '#' comments) requires HTTP basic auth on /metrics (the probes stay
@@ -70,11 +77,9 @@ class PrometheusExporter {
   struct Security {
     std::string auth_file;
   };
-  static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
-                                                                   const Security& security,
-                                                                   MetricsRegistry* metrics,
-                                                                   const Store* store,
-                                                                   HealthFn health);
+  static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(
+      const std::string& listen, const Security& security, MetricsRegistry* metrics,
+      const Store* store, const PortInventory* ports, HealthFn health);
   ~PrometheusExporter();
 
   // The bound address with the real port, e.g. "127.0.0.1:40123".

@@ -636,20 +636,4 @@ StoreStats Store::Stats() const {
   return stats;
 }
 
-void Store::UpsertPort(const PortInfo& port) {
-  std::lock_guard lock(ports_mu_);
-  for (PortInfo& p : ports_) {
-    if (p.device == port.device && p.port == port.port) {
-      p = port;
-      return;
-    }
-  }
-  ports_.push_back(port);
-}
-
-std::vector<PortInfo> Store::Ports() const {
-  std::lock_guard lock(ports_mu_);
-  return ports_;
-}
-
 }  // namespace fabricscope

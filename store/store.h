@@ -161,17 +161,6 @@ struct SeriesSnapshot {
   SeriesState state;
 };
 
-// An RDMA port as discovered by a collector (inventory, fabricscope_port_info).
-struct PortInfo {
-  std::string device;
-  uint32_t port = 0;
-  std::string netdev;
-  std::string link_layer;  // "Ethernet" or "InfiniBand"
-  std::string state;       // "ACTIVE", "DOWN", ...
-  std::string rate;        // "100 Gb/sec (4X EDR)"
-  bool present = true;
-};
-
 struct StoreStats {
   uint64_t bytes = 0;            // memory held by samples and series
   uint64_t samples = 0;          // samples held now
@@ -238,10 +227,6 @@ class Store {
   // after a realtime clock step, append order is used.
   absl::StatusOr<CounterDelta> Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const;
   StoreStats Stats() const;
-
-  // Port inventory.
-  void UpsertPort(const PortInfo& port);
-  std::vector<PortInfo> Ports() const;
 
   // State snapshot (daemon/state/snapshot.h).
   // Dump calls `fn` for every series in id order, with no store lock held
@@ -316,9 +301,6 @@ class Store {
   mutable std::mutex evict_mu_;
   uint64_t used_bytes_ ABSL_GUARDED_BY(evict_mu_) = 0;
   std::vector<HeapEntry> heap_ ABSL_GUARDED_BY(evict_mu_);
-
-  mutable std::mutex ports_mu_;
-  std::vector<PortInfo> ports_ ABSL_GUARDED_BY(ports_mu_);
 };
 
 }  // namespace fabricscope

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "core/parse.h"
 #include "store/counter_semantics.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -236,8 +237,9 @@ absl::Span<const SeriesCorrelation> SpanCorrelation::Anomalous() const {
   return absl::MakeConstSpan(series.data(), n);
 }
 
-Correlator::Correlator(const Store* store, CorrelationOptions options, StallPolicy stalls)
-    : store_(store), options_(std::move(options)), stalls_(std::move(stalls)) {}
+Correlator::Correlator(const Store* store, const PortInventory* ports, CorrelationOptions options,
+                       StallPolicy stalls)
+    : store_(store), ports_(ports), options_(std::move(options)), stalls_(std::move(stalls)) {}
 
 SpanCorrelation Correlator::Correlate(const Span& span) const {
   SpanCorrelation out;
@@ -250,7 +252,7 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
   const int64_t baseline_ns = absl::ToInt64Nanoseconds(options_.baseline_window);
   const int64_t gap_ns = absl::ToInt64Nanoseconds(options_.max_sample_gap);
 
-  const SpanScope scope(span, store_->Ports());
+  const SpanScope scope(span, ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{});
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
   size_t uncovered_empty = 0;  // congestion series with no sample reaching the window
   for (const SeriesSnapshot& snap : all) {

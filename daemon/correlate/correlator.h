@@ -67,6 +67,7 @@
 
 namespace fabricscope {
 
+class PortInventory;
 class Store;
 struct PortInfo;
 
@@ -172,7 +173,11 @@ struct SpanCorrelation {
 
 class Correlator {
  public:
-  Correlator(const Store* store, CorrelationOptions options, StallPolicy stalls);
+  // `store` holds the samples, `ports` the port inventory that scopes a span
+  // by device/port/netdev (may be null: no inventory, as if empty). Both
+  // outlive the correlator.
+  Correlator(const Store* store, const PortInventory* ports, CorrelationOptions options,
+             StallPolicy stalls);
 
   SpanCorrelation Correlate(const Span& span) const;
 
@@ -181,6 +186,7 @@ class Correlator {
 
  private:
   const Store* const store_;
+  const PortInventory* const ports_;
   const CorrelationOptions options_;
   const StallPolicy stalls_;
 };

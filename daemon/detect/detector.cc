@@ -33,9 +33,9 @@ double ParseLinkRate(absl::string_view rate) {
 
 // --- DetectorContext: event reporting, gauges, the port inventory -------------------
 
-DetectorContext::DetectorContext(const DetectorOptions& options, const Store* store,
+DetectorContext::DetectorContext(const DetectorOptions& options, const PortInventory* ports,
                                  EventLog* events, MetricsRegistry* metrics)
-    : options_(options), store_(store), events_(events), metrics_(metrics) {}
+    : options_(options), ports_(ports), events_(events), metrics_(metrics) {}
 
 void DetectorContext::DeclareKinds(absl::string_view detector,
                                    const std::vector<std::string>& kinds) {
@@ -100,11 +100,11 @@ const PortRef* DetectorContext::Find(absl::flat_hash_map<std::string, PortRef>& 
                                      const std::string& key, int64_t now_ns) {
   auto it = map.find(key);
   if (it != map.end() && it->second.link_bps > 0) return &it->second;
-  // Unknown or without a link rate: consult the store's inventory, at most
+  // Unknown or without a link rate: consult the port inventory, at most
   // once a second.
-  if (store_ != nullptr && now_ns - last_refresh_ns_ >= 1'000'000'000) {
+  if (ports_ != nullptr && now_ns - last_refresh_ns_ >= 1'000'000'000) {
     last_refresh_ns_ = now_ns;
-    for (const PortInfo& p : store_->Ports()) {
+    for (const PortInfo& p : ports_->List()) {
       if (p.device.empty()) continue;
       PortRef ref{p.device, p.port, p.netdev, ParseLinkRate(p.rate)};
       by_device_[absl::StrCat(p.device, "/", p.port)] = ref;

@@ -41,6 +41,7 @@
 #include "daemon/detect/detector_options.h"
 #include "daemon/detect/episode.h"
 #include "daemon/detect/event_log.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -57,12 +58,12 @@ struct PortRef {
 // What the detectors share: the options, where events go, the metrics (state
 // gauges and fabricscope_detector_events_total) and the port inventory
 // (device/port <-> netdev, link rates) learned from the samples and the
-// store's Ports(). One per engine; guarded by the engine's mutex.
+// PortInventory. One per engine; guarded by the engine's mutex.
 class DetectorContext {
  public:
-  // `store` (for the port inventory) and `metrics` may be null; `events` not.
-  // `options`, `store`, `events` and `metrics` outlive the context.
-  DetectorContext(const DetectorOptions& options, const Store* store, EventLog* events,
+  // `ports` (the port inventory) and `metrics` may be null; `events` not.
+  // `options`, `ports`, `events` and `metrics` outlive the context.
+  DetectorContext(const DetectorOptions& options, const PortInventory* ports, EventLog* events,
                   MetricsRegistry* metrics);
 
   const DetectorOptions& options() const { return options_; }
@@ -79,7 +80,7 @@ class DetectorContext {
   // The engine calls it for every sample a detector reads.
   void Learn(const SeriesKey& key);
 
-  // The port a series belongs to, as completely as known (the store's
+  // The port a series belongs to, as completely as known (the port
   // inventory is consulted at most once a second of `now_ns`).
   PortRef Resolve(const SeriesKey& key, int64_t now_ns);
 
@@ -99,7 +100,7 @@ class DetectorContext {
                       int64_t now_ns);
 
   const DetectorOptions& options_;
-  const Store* const store_;
+  const PortInventory* const ports_;
   EventLog* const events_;
   MetricsRegistry* const metrics_;
   absl::flat_hash_map<std::string, PortRef> by_netdev_;

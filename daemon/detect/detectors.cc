@@ -8,14 +8,15 @@
 
 namespace fabricscope {
 
-DetectorEngine::DetectorEngine(DetectorOptions options, const Store* store, EventLog* events,
-                               MetricsRegistry* metrics)
-    : DetectorEngine(BuiltinDetectors(), std::move(options), store, events, metrics) {}
+DetectorEngine::DetectorEngine(DetectorOptions options, const PortInventory* ports,
+                               EventLog* events, MetricsRegistry* metrics)
+    : DetectorEngine(BuiltinDetectors(), std::move(options), ports, events, metrics) {}
 
 DetectorEngine::DetectorEngine(const DetectorRegistry& registry, DetectorOptions options,
-                               const Store* store, EventLog* events, MetricsRegistry* metrics)
+                               const PortInventory* ports, EventLog* events,
+                               MetricsRegistry* metrics)
     : options_(std::move(options)),
-      context_(std::make_unique<DetectorContext>(options_, store, events, metrics)) {
+      context_(std::make_unique<DetectorContext>(options_, ports, events, metrics)) {
   // Metrics first: the event counter's series for the enabled detectors'
   // kinds, then every registered detector's own families, so that they are
   // exported before the first episode.

@@ -47,6 +47,7 @@
 #include "core/metrics.h"
 #include "daemon/detect/detector_options.h"
 #include "daemon/detect/event_log.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -58,15 +59,15 @@ class DetectorRegistry;
 class DetectorEngine final : public AppendObserver {
  public:
   // Runs the built-in detectors (BuiltinDetectors()) named in
-  // options.enabled. `store` (for the port inventory) and `metrics` may be
-  // null; `events` not. All three outlive the engine.
-  DetectorEngine(DetectorOptions options, const Store* store, EventLog* events,
+  // options.enabled. `ports` (the port inventory: link rates) and `metrics`
+  // may be null; `events` not. All three outlive the engine.
+  DetectorEngine(DetectorOptions options, const PortInventory* ports, EventLog* events,
                  MetricsRegistry* metrics);
   // The same with the detectors of `registry` (read during construction
   // only). Names in options.enabled that `registry` lacks are ignored
   // (DetectorOptions::Validate() rejects them for the built-in one).
-  DetectorEngine(const DetectorRegistry& registry, DetectorOptions options, const Store* store,
-                 EventLog* events, MetricsRegistry* metrics);
+  DetectorEngine(const DetectorRegistry& registry, DetectorOptions options,
+                 const PortInventory* ports, EventLog* events, MetricsRegistry* metrics);
   ~DetectorEngine() override;
 
   void OnAppend(const AppendEvent& event) override;

@@ -138,7 +138,9 @@ absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery
   return out;
 }
 
-std::vector<PortInfo> QueryEngine::Ports() const { return store_->Ports(); }
+std::vector<PortInfo> QueryEngine::Ports() const {
+  return ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{};
+}
 
 absl::Status QueryEngine::Record(const QueryTimeRange& range, RecordSink& sink) const {
   int64_t from = 0, to = 0;

@@ -33,6 +33,7 @@
 #include "daemon/correlate/correlator.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/spans/span_store.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -121,10 +122,16 @@ class QueryEngine {
   static constexpr size_t kRecordSpanBatch = 1000;
 
   // `spans` may be null (no span store: Correlate and Record find no spans);
+  // `ports` may be null (no inventory: Ports returns an empty list);
   // `events` may be null (no detectors: Events returns an empty list).
   QueryEngine(const SpanStore* spans, const Correlator* correlator, const Store* store,
-              const EventLog* events, Clock* clock)
-      : spans_(spans), correlator_(correlator), store_(store), events_(events), clock_(clock) {}
+              const PortInventory* ports, const EventLog* events, Clock* clock)
+      : spans_(spans),
+        correlator_(correlator),
+        store_(store),
+        ports_(ports),
+        events_(events),
+        clock_(clock) {}
 
   // The selected spans, each with its verdict, in the span store's order.
   // INVALID_ARGUMENT: no selector, an id of the wrong size, a backwards range.
@@ -159,6 +166,7 @@ class QueryEngine {
   const SpanStore* const spans_;
   const Correlator* const correlator_;
   const Store* const store_;
+  const PortInventory* const ports_;
   const EventLog* const events_;
   Clock* const clock_;
 };

@@ -12,8 +12,8 @@
 
 namespace fabricscope {
 
-RecordingFeeder::RecordingFeeder(Store* store, int64_t offset_ns)
-    : store_(store), offset_ns_(offset_ns) {
+RecordingFeeder::RecordingFeeder(Store* store, PortInventory* ports, int64_t offset_ns)
+    : store_(store), ports_(ports), offset_ns_(offset_ns) {
   // The built-in kind patterns only (a recording carries explicit kinds).
   classifier_ = *SpanKindClassifier::Create({});
 }
@@ -80,8 +80,8 @@ void RecordingFeeder::AddSample(size_t line_no, const RecordingLine& l) {
   k.last_ts_ns = ts;
   if (!l.key.device.empty() && !l.key.netdev.empty()) {
     const std::string port_key = absl::StrCat(l.key.device, "/", l.key.port, "/", l.key.netdev);
-    if (ports_.try_emplace(port_key, true).second) {
-      store_->UpsertPort({l.key.device, l.key.port, l.key.netdev, "Ethernet", "ACTIVE", "", true});
+    if (seen_ports_.try_emplace(port_key, true).second) {
+      ports_->Upsert({l.key.device, l.key.port, l.key.netdev, "Ethernet", "ACTIVE", "", true});
     }
   }
   store_->Append(k.id, ts, l.value);
@@ -120,9 +120,14 @@ bool RecordingTimeRange(const std::string& path, int64_t* first_ns, int64_t* las
   return any;
 }
 
-ReplayWorker::ReplayWorker(std::string path, double speed, Store* store, SpanStore* spans,
-                           Clock* clock)
-    : path_(std::move(path)), speed_(speed), store_(store), spans_(spans), clock_(clock) {}
+ReplayWorker::ReplayWorker(std::string path, double speed, Store* store, PortInventory* ports,
+                           SpanStore* spans, Clock* clock)
+    : path_(std::move(path)),
+      speed_(speed),
+      store_(store),
+      ports_(ports),
+      spans_(spans),
+      clock_(clock) {}
 
 ReplayWorker::~ReplayWorker() { Stop(); }
 
@@ -151,7 +156,7 @@ void ReplayWorker::Run() {
   const int64_t now = clock_->RealtimeNs();
   // Real time: the recording starts now; otherwise it ends now.
   const int64_t offset = !has_samples ? 0 : speed_ == 1.0 ? now - first : now - last;
-  RecordingFeeder feeder(store_, offset);
+  RecordingFeeder feeder(store_, ports_, offset);
   const SteadyTime t0 = clock_->SteadyNow();
   std::vector<Span> spans;
   absl::Status read = ForEachLine(path_, [&](size_t line_no, absl::string_view line) {

@@ -23,10 +23,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/clock.h"
-#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/recording/recording.h"
 #include "daemon/spans/span.h"
+#include "daemon/spans/span_kind.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -51,11 +52,12 @@ struct RecordingStats {
 class RecordingFeeder {
  public:
   // `offset_ns` is added to every timestamp (replay moves a recording to now).
-  RecordingFeeder(Store* store, int64_t offset_ns = 0);
+  // `store` and `ports` outlive the feeder.
+  RecordingFeeder(Store* store, PortInventory* ports, int64_t offset_ns = 0);
 
   // Feeds one line. Samples go into the store (series registered on first
   // sight; a sample naming both device and netdev also records the port in
-  // the store's inventory); a valid span is appended to `spans`.
+  // `ports`); a valid span is appended to `spans`.
   void Feed(size_t line_no, absl::string_view line, std::vector<Span>* spans);
 
   const RecordingStats& stats() const { return stats_; }
@@ -65,6 +67,7 @@ class RecordingFeeder {
   void AddSample(size_t line_no, const RecordingLine& l);
 
   Store* const store_;
+  PortInventory* const ports_;
   const int64_t offset_ns_;
   IngestLimits limits_;
   std::unique_ptr<SpanKindClassifier> classifier_;
@@ -73,7 +76,7 @@ class RecordingFeeder {
     int64_t last_ts_ns = INT64_MIN;
   };
   absl::flat_hash_map<SeriesKey, Known> series_;
-  absl::flat_hash_map<std::string, bool> ports_;  // "device/port/netdev" seen
+  absl::flat_hash_map<std::string, bool> seen_ports_;  // "device/port/netdev"
   RecordingStats stats_;
 };
 
@@ -94,7 +97,9 @@ bool RecordingTimeRange(const std::string& path, int64_t* first_ns, int64_t* las
 // when (its time - the first time) / speed has passed.
 class ReplayWorker {
  public:
-  ReplayWorker(std::string path, double speed, Store* store, SpanStore* spans, Clock* clock);
+  // `store`, `ports`, `spans` and `clock` outlive the worker.
+  ReplayWorker(std::string path, double speed, Store* store, PortInventory* ports, SpanStore* spans,
+               Clock* clock);
   ~ReplayWorker();
   void Start();
   void Stop();
@@ -107,6 +112,7 @@ class ReplayWorker {
   const std::string path_;
   const double speed_;  // 0: as fast as possible
   Store* const store_;
+  PortInventory* const ports_;
   SpanStore* const spans_;
   Clock* const clock_;
   StopSignal stop_;

@@ -11,6 +11,7 @@
 #include "daemon/query/query_engine.h"
 #include "daemon/recording/replay.h"
 #include "daemon/service/query_proto.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
@@ -43,10 +44,11 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   StoreOptions store_options;
   store_options.memory_bytes = 2ull << 30;  // the whole recording, within reason
   Store store(store_options);
+  PortInventory ports;  // the ports the recording names
   EventLog events(1'000'000, nullptr);
-  DetectorEngine detectors(DetectorOptions{}, &store, &events, nullptr);
+  DetectorEngine detectors(DetectorOptions{}, &ports, &events, nullptr);
   store.SetObserver(&detectors);
-  RecordingFeeder feeder(&store);
+  RecordingFeeder feeder(&store, &ports);
   std::vector<Span> spans;
   absl::Status read = ForEachLine(file, [&](size_t line_no, absl::string_view line) {
     feeder.Feed(line_no, line, &spans);
@@ -63,8 +65,9 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
 
   // The daemon's query engine over the recording: every event it raised and
   // each recorded span's verdict, in the messages the daemon would send.
-  Correlator correlator(&store, CorrelationOptions{}, StallPolicy(*thresholds));
-  const QueryEngine engine(/*spans=*/nullptr, &correlator, &store, &events, RealClock::Get());
+  Correlator correlator(&store, &ports, CorrelationOptions{}, StallPolicy(*thresholds));
+  const QueryEngine engine(/*spans=*/nullptr, &correlator, &store, &ports, &events,
+                           RealClock::Get());
   EventsQuery every_event;
   every_event.time_range = {INT64_MIN, INT64_MAX};
   auto listed = engine.Events(every_event);

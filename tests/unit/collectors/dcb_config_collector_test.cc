@@ -7,8 +7,9 @@
 
 #include <filesystem>
 
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
@@ -44,11 +45,13 @@ TEST(DcbConfigCollectorTest, EcnFixtureTreeAndLifespan) {
   // tests/fixtures/ecn: procfs's MLNX_OFED tree for eth0 (np: 1 1 0 1 1 0 1 1,
   // rp: 1 1 0 1 1 0 1 0) and mlx5_0 port 1 lifespan 10 ms.
   Store store;
-  store.UpsertPort({"mlx5_0", 1, "", "InfiniBand", "ACTIVE", "100 Gb/sec", true});
+  PortInventory ports;
+  ports.Upsert({"mlx5_0", 1, "", "InfiniBand", "ACTIVE", "100 Gb/sec", true});
   auto dcb = std::make_unique<FakeDcb>();
   dcb->pfc["eth0"] = 0b00001000;  // PFC on priority 3
   FakeDcb* fake = dcb.get();
-  DcbConfigCollector c(&store, SourceDir() + "/tests/fixtures/ecn", NetdevFilter(), std::move(dcb));
+  DcbConfigCollector c(&store, &ports, SourceDir() + "/tests/fixtures/ecn", NetdevFilter(),
+                       std::move(dcb));
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());
   ASSERT_TRUE(c.Poll(ctx).ok());
@@ -77,9 +80,10 @@ TEST(DcbConfigCollectorTest, ChangesUnsupportedAndGoneSources) {
   std::filesystem::create_directories(en);
   for (int p = 0; p < 8; ++p) WriteFile(absl::StrCat(en, "/", p), "0\n");
   Store store;
+  PortInventory ports;
   auto dcb = std::make_unique<FakeDcb>();  // eth7 has no dcbnl
   FakeDcb* fake = dcb.get();
-  DcbConfigCollector c(&store, root.path(), NetdevFilter(), std::move(dcb));
+  DcbConfigCollector c(&store, &ports, root.path(), NetdevFilter(), std::move(dcb));
   RecordingContext ctx(&store);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.Poll(ctx).ok());
   EXPECT_EQ(fake->calls, 1);

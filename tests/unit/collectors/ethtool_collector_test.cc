@@ -5,9 +5,10 @@
 #include "absl/strings/str_replace.h"
 #include "collectors/ethtool_stats_source.h"
 #include "core/clock.h"
-#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
@@ -40,8 +41,8 @@ std::optional<SeriesSnapshot> FindSeries(const Store& store, absl::string_view f
 class EthtoolDirTest : public ::testing::Test {
  protected:
   std::unique_ptr<EthtoolCollector> Make() {
-    return std::make_unique<EthtoolCollector>(&store_, &clock_, MakeDirEthtoolSource(dir_.path()),
-                                              EthtoolCollector::Options{});
+    return std::make_unique<EthtoolCollector>(
+        &store_, &ports_, &clock_, MakeDirEthtoolSource(dir_.path()), EthtoolCollector::Options{});
   }
   void Tick(EthtoolCollector& c) {
     clock_.Advance(std::chrono::milliseconds(100));
@@ -57,6 +58,7 @@ class EthtoolDirTest : public ::testing::Test {
 
   TempDir dir_;
   Store store_;
+  PortInventory ports_;
   FakeClock clock_;
   RecordingContext ctx_{&store_};
 };
@@ -99,7 +101,7 @@ TEST_F(EthtoolDirTest, GoldenMappingOfEveryFixture) {
 TEST_F(EthtoolDirTest, SpecificMlx5Values) {
   WriteFile(Path("eth0"), Fixture("mlx5/lkml_bpf_20240619_mlx5_k5.15_nonzero.txt"));
   WriteFile(Path("eth1"), Fixture("mlx5/ethq_mlx5_core_cx4lx_fw14.23_k4.15.txt"));
-  store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+  ports_.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
   auto c = Make();
   ASSERT_TRUE(c->Discover(ctx_).ok());
   Tick(*c);
@@ -294,13 +296,14 @@ class FakeSource final : public EthtoolStatsSource {
 
 TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
   Store store;
+  PortInventory ports;
   FakeClock clock;
   RecordingContext ctx(&store);
   auto src = std::make_unique<FakeSource>();
   FakeSource* fake = src.get();
   fake->names = {"peer_ifindex"};
   fake->values = {3};
-  EthtoolCollector c(&store, &clock, std::move(src), {});
+  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
   ASSERT_TRUE(c.Discover(ctx).ok());
   for (int i = 0; i < 20; ++i) {
     clock.Advance(std::chrono::milliseconds(100));
@@ -315,6 +318,7 @@ TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
 
 TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
   Store store;
+  PortInventory ports;
   FakeClock clock;
   RecordingContext ctx(&store);
   auto src = std::make_unique<FakeSource>();
@@ -324,7 +328,7 @@ TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
   fake->pause = PauseStats{.tx_frames = 759657, .rx_frames = 0};
   fake->fec = FecStats{
       .corrected = {256, 255, 1}, .uncorrectable = {145, 128, 17}, .corrected_bits = {999}};
-  EthtoolCollector c(&store, &clock, std::move(src), {});
+  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
   ASSERT_TRUE(c.Discover(ctx).ok());
   clock.Advance(std::chrono::milliseconds(100));
   ASSERT_TRUE(c.Poll(ctx).ok());

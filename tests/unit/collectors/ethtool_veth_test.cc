@@ -15,8 +15,9 @@
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_collector.h"
 #include "core/clock.h"
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
@@ -81,10 +82,11 @@ TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
   ASSERT_TRUE(ns.Setup(&why)) << why;
 
   Store store;
+  PortInventory ports;
   FakeClock clock;
   // The veth stands in for a RoCE netdev: an RDMA port that owns it.
-  store.UpsertPort({"rxe_fs0", 1, ns.a(), "Ethernet", "ACTIVE", "10 Gb/sec", true});
-  EthtoolCollector c(&store, &clock, MakeKernelEthtoolSource(), {});
+  ports.Upsert({"rxe_fs0", 1, ns.a(), "Ethernet", "ACTIVE", "10 Gb/sec", true});
+  EthtoolCollector c(&store, &ports, &clock, MakeKernelEthtoolSource(), {});
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());
   for (int i = 0; i < 10; ++i) {
@@ -101,7 +103,8 @@ TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
   for (const auto& s : store.Snapshot()) EXPECT_NE(s.key->netdev, ns.a()) << s.key->name;
 
   // dcbnl on veth: no dcbnl ops -> unsupported once over several polls.
-  DcbConfigCollector dcb(&store, "/nonexistent-sysfs", NetdevFilter(), MakeKernelDcbSource());
+  DcbConfigCollector dcb(&store, &ports, "/nonexistent-sysfs", NetdevFilter(),
+                         MakeKernelDcbSource());
   RecordingContext dctx(&store);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(dcb.Poll(dctx).ok());
   EXPECT_EQ(dctx.Count(CollectorErrorCode::kUnsupported), 1) << dctx.ErrorsText();
@@ -123,10 +126,11 @@ TEST(EthtoolVethTest, NetdevIncludeSelectsInterfaces) {
   std::string why;
   ASSERT_TRUE(ns.Setup(&why)) << why;
   Store store;
+  PortInventory ports;
   FakeClock clock;
   EthtoolCollector::Options opt;
   opt.netdev_include = *NetdevFilter::Compile("fsv[ab].*");
-  EthtoolCollector c(&store, &clock, MakeKernelEthtoolSource(), opt);
+  EthtoolCollector c(&store, &ports, &clock, MakeKernelEthtoolSource(), opt);
   RecordingContext ctx(&store);
   ASSERT_TRUE(c.Discover(ctx).ok());
   clock.Advance(std::chrono::milliseconds(100));

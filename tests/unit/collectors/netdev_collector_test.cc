@@ -12,13 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "collectors/collector.h"
 #include "collectors/registry.h"
 #include "core/clock.h"
-#include "collectors/collector.h"
 #include "core/metrics.h"
-#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 #include "tests/unit/collectors/netdev_test_util.h"
 
 namespace fabricscope {
@@ -40,7 +41,7 @@ class NetdevCollectorTest : public ::testing::Test {
     EXPECT_TRUE(filter.ok()) << filter.status();
     if (filter.ok()) config_.netdev_include = *std::move(filter);
     auto c = NetdevCollector::CreateWithOptions(
-        CollectorContext{&config_, &store_, &clock_, &metrics_}, options);
+        CollectorContext{&config_, &store_, &ports_, &clock_, &metrics_}, options);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -58,6 +59,7 @@ class NetdevCollectorTest : public ::testing::Test {
 
   CollectorOptions config_;
   Store store_;
+  PortInventory ports_;
   FakeClock clock_;
   MetricsRegistry metrics_;
   RecordingPollContext ctx_{&store_};
@@ -134,7 +136,7 @@ TEST_F(NetdevCollectorTest, IsRegistered) {
   ASSERT_TRUE(RegisterAllCollectors(registry).ok());
   const CollectorRegistry::Entry* e = registry.Find("netdev");
   ASSERT_NE(e, nullptr);
-  auto c = e->factory(CollectorContext{&config_, &store_, &clock_, &metrics_});
+  auto c = e->factory(CollectorContext{&config_, &store_, &ports_, &clock_, &metrics_});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ((*c)->name(), "netdev");
 }
@@ -218,7 +220,7 @@ TEST_F(NetdevCollectorTest, LoopbackCountersIncreaseWithTraffic) {
 }
 
 TEST_F(NetdevCollectorTest, RdmaPortNetdevCarriesDeviceAndPort) {
-  store_.UpsertPort(Port("mlx5_0", 1, "lo"));
+  ports_.Upsert(Port("mlx5_0", 1, "lo"));
   auto c = Make("");
   ASSERT_TRUE(c->Discover(ctx_).ok());
   EXPECT_THAT(c->WatchedForTest(), ElementsAre("lo"));
@@ -232,7 +234,7 @@ TEST_F(NetdevCollectorTest, RdmaPortNetdevCarriesDeviceAndPort) {
 TEST_F(NetdevCollectorTest, MissingRdmaNetdevIsNoDataNotAnError) {
   // A fake sysfs tree names netdevs this kernel does not have.
   const std::string ghost = UniqueIfName("fsg", "x");
-  store_.UpsertPort(Port("mlx5_0", 1, ghost));
+  ports_.Upsert(Port("mlx5_0", 1, ghost));
   auto c = Make("", {.rescan_interval = absl::ZeroDuration()});
   ASSERT_TRUE(c->Discover(ctx_).ok());
   for (int i = 1; i <= 3; ++i) PollAt(*c, i);
@@ -247,7 +249,7 @@ TEST_F(NetdevCollectorTest, PortAppearingLaterMovesTheSeries) {
   PollAt(*c, 1);
   auto plain = store_.Find(SeriesKey{"netdev", "tx_bytes", "", 0, "lo"});
   ASSERT_TRUE(plain.has_value());
-  store_.UpsertPort(Port("mlx5_3", 2, "lo"));
+  ports_.Upsert(Port("mlx5_3", 2, "lo"));
   PollAt(*c, 2);
   auto rdma = store_.Find(SeriesKey{"netdev", "tx_bytes", "mlx5_3", 2, "lo"});
   ASSERT_TRUE(rdma.has_value());

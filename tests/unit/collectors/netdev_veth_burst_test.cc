@@ -22,13 +22,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "collectors/collector.h"
 #include "collectors/netdev_collector.h"
 #include "core/clock.h"
-#include "collectors/collector.h"
 #include "core/metrics.h"
 #include "daemon/scheduler.h"
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 #include "tests/unit/collectors/netdev_test_util.h"
 
 namespace fabricscope {
@@ -112,9 +113,11 @@ TEST_F(NetdevVethBurstTest, TenMillisecondSamplesShowTheBurstAOneSecondPollerMis
   CollectorOptions config;
   config.netdev_include = *NetdevFilter::Compile(veth_.a());
   Store store;
+  PortInventory ports;
   MetricsRegistry metrics;
   RealClock* clock = RealClock::Get();
-  auto collector = NetdevCollector::Create(CollectorContext{&config, &store, clock, &metrics});
+  auto collector =
+      NetdevCollector::Create(CollectorContext{&config, &store, &ports, clock, &metrics});
   ASSERT_TRUE(collector.ok()) << collector.status();
   Scheduler scheduler(
       clock, &store, &metrics,

@@ -12,13 +12,14 @@
 #include <thread>
 #include <vector>
 
-#include "core/clock.h"
 #include "collectors/collector.h"
+#include "core/clock.h"
 #include "core/metrics.h"
 #include "daemon/scheduler.h"
-#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -104,7 +105,7 @@ class RdmaSysfsTest : public ::testing::Test {
  protected:
   void Make(const std::string& root) {
     config_.sysfs_root = root;
-    CollectorContext cc{&config_, &store_, &clock_, &metrics_};
+    CollectorContext cc{&config_, &store_, &inventory_, &clock_, &metrics_};
     auto c = RdmaSysfsCollector::Create(cc);
     ASSERT_TRUE(c.ok()) << c.status();
     collector_.reset(static_cast<RdmaSysfsCollector*>(c->release()));
@@ -131,7 +132,7 @@ class RdmaSysfsTest : public ::testing::Test {
     return store_.Get(*id);
   }
   const PortInfo* FindPort(const std::string& dev, uint32_t port) {
-    ports_ = store_.Ports();
+    ports_ = inventory_.List();
     for (const PortInfo& p : ports_) {
       if (p.device == dev && p.port == port) return &p;
     }
@@ -140,6 +141,7 @@ class RdmaSysfsTest : public ::testing::Test {
 
   CollectorOptions config_;
   Store store_;
+  PortInventory inventory_;
   FakeClock clock_;
   MetricsRegistry metrics_;
   std::unique_ptr<RdmaSysfsCollector> collector_;
@@ -152,7 +154,8 @@ TEST_F(RdmaSysfsTest, FixtureTreePortsAndNetdevs) {
   Make(SourceDir() + "/tests/fixtures/sysfs/root");
   EXPECT_TRUE(discover_errors_.empty());
   std::vector<std::string> names;
-  for (const PortInfo& p : store_.Ports()) names.push_back(p.device + "/" + std::to_string(p.port));
+  for (const PortInfo& p : inventory_.List())
+    names.push_back(p.device + "/" + std::to_string(p.port));
   std::sort(names.begin(), names.end());
   EXPECT_THAT(names, ElementsAre("hfi1_0/1", "i40iw0/1", "mlx4_0/1", "mlx4_0/2", "mlx4_1/1",
                                  "mlx4_1/2", "mlx5_0/1", "mlx5_1/1"));
@@ -239,7 +242,7 @@ TEST_F(RdmaSysfsTest, EmptyOrMissingRootIsNoData) {
   Make(tree.root() + "/nonexistent");
   PollAll();
   EXPECT_TRUE(discover_errors_.empty());
-  EXPECT_TRUE(store_.Ports().empty());
+  EXPECT_TRUE(inventory_.List().empty());
   EXPECT_EQ(store_.Stats().series, 0u);
 }
 
@@ -464,8 +467,9 @@ TEST(RdmaSysfsThreadsTest, ConcurrentTiersAndHotPlug) {
   CollectorOptions config;
   config.sysfs_root = tree.root();
   Store store;
+  PortInventory ports;
   MetricsRegistry metrics;
-  CollectorContext cc{&config, &store, RealClock::Get(), &metrics};
+  CollectorContext cc{&config, &store, &ports, RealClock::Get(), &metrics};
   auto c = RdmaSysfsCollector::Create(cc);
   ASSERT_TRUE(c.ok());
   Scheduler scheduler(

@@ -156,14 +156,5 @@ TEST(StoreDeltaTest, ResetsWrapsAndSaturation) {
   EXPECT_EQ(d->raw_delta, 535u);
 }
 
-TEST(StoreTest, PortInventoryUpserts) {
-  Store store;
-  store.UpsertPort({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "100 Gb/sec", true});
-  store.UpsertPort({"mlx5_0", 1, "eth2", "Ethernet", "DOWN", "100 Gb/sec", true});
-  auto ports = store.Ports();
-  ASSERT_EQ(ports.size(), 1u);
-  EXPECT_EQ(ports[0].state, "DOWN");
-}
-
 }  // namespace
 }  // namespace fabricscope

@@ -4,9 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/correlate/span_aggregates.h"
-#include "store/store.h"
 #include "gtest/gtest.h"
 #include "prometheus/metric_family.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -55,13 +56,15 @@ class WorkerTest : public ::testing::Test {
   const int64_t t0_ = 1'700'000'000 * kSec;
   FakeClock clock_;
   Store store_;
+  PortInventory ports_;
   SeriesId pause_;
   MetricsRegistry metrics_;
 };
 
 TEST_F(WorkerTest, CorrelatesDueSpansOnceAndRecordsAggregates) {
   SpanStore spans({}, &clock_, nullptr);
-  Correlator correlator(&store_, {}, StallPolicy({{"decode_step", absl::Milliseconds(150)}}));
+  Correlator correlator(&store_, &ports_, {},
+                        StallPolicy({{"decode_step", absl::Milliseconds(150)}}));
   SpanAggregates aggregates(&metrics_, 100);
   CorrelationWorkerOptions o;
   o.settle_delay = absl::Seconds(2);
@@ -98,7 +101,7 @@ TEST_F(WorkerTest, CorrelatesDueSpansOnceAndRecordsAggregates) {
 
 TEST_F(WorkerTest, QueueIsBoundedAndNothingReadIsDropped) {
   SpanStore spans({}, &clock_, nullptr);
-  Correlator correlator(&store_, {}, {});
+  Correlator correlator(&store_, &ports_, {}, {});
   SpanAggregates aggregates(&metrics_, 100);
   CorrelationWorkerOptions o;
   o.queue_limit = 3;
@@ -138,7 +141,7 @@ TEST_F(WorkerTest, SpanNameCardinalityIsBounded) {
 
 TEST_F(WorkerTest, ThreadRunsAndStops) {
   SpanStore spans({}, &clock_, nullptr);
-  Correlator correlator(&store_, {}, {});
+  Correlator correlator(&store_, &ports_, {}, {});
   SpanAggregates aggregates(&metrics_, 100);
   CorrelationWorkerOptions o;
   o.settle_delay = absl::ZeroDuration();

@@ -3,9 +3,10 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -34,8 +35,8 @@ SeriesKey BytesKey(const std::string& device) {
 class CorrelatorTest : public ::testing::Test {
  protected:
   CorrelatorTest() {
-    store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
-    store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    ports_.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    ports_.Upsert({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
   }
 
   SeriesId Add(const SeriesKey& key) { return store_.Register(key, SignalFor(key)); }
@@ -58,9 +59,12 @@ class CorrelatorTest : public ::testing::Test {
     return s;
   }
 
-  Correlator MakeCorrelator(CorrelationOptions o = {}) { return Correlator(&store_, o, {}); }
+  Correlator MakeCorrelator(CorrelationOptions o = {}) {
+    return Correlator(&store_, &ports_, o, {});
+  }
 
   Store store_;
+  PortInventory ports_;
 };
 
 // Pause microseconds accumulated: paused for the whole of [burst_from, burst_to).
@@ -257,12 +261,13 @@ TEST_F(CorrelatorTest, SpanOlderThanRetentionIsUnknown) {
   StoreOptions tiny;
   tiny.memory_bytes = 64 << 10;  // a few thousand samples: the oldest are evicted
   Store store(tiny);
-  store.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "", true});
+  PortInventory ports;
+  ports.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "", true});
   SeriesKey k = EcnKey("mlx5_0");
   SeriesId e = store.Register(k, SignalFor(k));
   for (int64_t i = 0; i < 100000; ++i) store.Append(e, kT + i * 10 * kMs, uint64_t(i));
   ASSERT_GT(store.ReadRange(e, 0, INT64_MAX).front().ts_ns, kT + 10 * kSec);
-  Correlator c(&store, {}, {});
+  Correlator c(&store, &ports, {}, {});
   SpanCorrelation old = c.Correlate(MakeSpan(kT + kSec, kT + 2 * kSec));
   EXPECT_EQ(old.verdict, Verdict::kUnknown);
   EXPECT_THAT(old.reason, ::testing::HasSubstr("outside retention"));

@@ -15,6 +15,7 @@
 #include "daemon/detect/event_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -122,13 +123,14 @@ class DetectorPluginTest : public ::testing::Test {
   DetectorRegistry registry_;
   MovingDetector* created_ = nullptr;
   Store store_;
+  PortInventory ports_;
   EventLog events_;
 };
 
 TEST_F(DetectorPluginTest, TheEngineRunsARegisteredDetectorUnderItsRegisteredName) {
   DetectorOptions o;
   o.enabled = {"mover"};
-  DetectorEngine engine(registry_, o, &store_, &events_, nullptr);
+  DetectorEngine engine(registry_, o, &ports_, &events_, nullptr);
   ASSERT_NE(created_, nullptr);
   EXPECT_EQ(created_->name(), "mover");
   store_.SetObserver(&engine);
@@ -150,7 +152,7 @@ TEST_F(DetectorPluginTest, TheEngineRunsARegisteredDetectorUnderItsRegisteredNam
 TEST_F(DetectorPluginTest, ADisabledDetectorIsNotCreated) {
   DetectorOptions o;
   o.enabled = {"pfc_storm"};  // not in this registry: ignored
-  DetectorEngine engine(registry_, o, &store_, &events_, nullptr);
+  DetectorEngine engine(registry_, o, &ports_, &events_, nullptr);
   EXPECT_EQ(created_, nullptr);
   EXPECT_EQ(engine.ActiveCount(""), 0u);
 }
@@ -160,7 +162,7 @@ TEST_F(DetectorPluginTest, ADisabledDetectorIsNotCreated) {
 TEST_F(DetectorPluginTest, ConcurrentAppendsReachTheDetectorOnceEach) {
   DetectorOptions o;
   o.enabled = {"mover"};
-  DetectorEngine engine(registry_, o, &store_, &events_, nullptr);
+  DetectorEngine engine(registry_, o, &ports_, &events_, nullptr);
   store_.SetObserver(&engine);
   constexpr int kThreads = 4;
   constexpr int kSamples = 500;

@@ -91,9 +91,9 @@ class DetectorsTest : public ::testing::Test {
   DetectorsTest() : events_(1000, &metrics_) {}
 
   void Start(DetectorOptions options = {}) {
-    engine_ = std::make_unique<DetectorEngine>(options, &store_, &events_, &metrics_);
+    engine_ = std::make_unique<DetectorEngine>(options, &ports_, &events_, &metrics_);
     store_.SetObserver(engine_.get());
-    store_.UpsertPort({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
+    ports_.Upsert({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
   }
 
   SeriesId Series(const std::string& source, const std::string& name, const std::string& device,
@@ -134,6 +134,7 @@ class DetectorsTest : public ::testing::Test {
 
   MetricsRegistry metrics_;
   Store store_;
+  PortInventory ports_;
   EventLog events_;
   std::unique_ptr<DetectorEngine> engine_;
 };

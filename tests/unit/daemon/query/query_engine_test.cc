@@ -40,13 +40,13 @@ class QueryEngineTest : public ::testing::Test {
   QueryEngineTest()
       : clock_(kT + 60 * kSec),
         events_(100, nullptr),
-        detectors_({}, &store_, &events_, nullptr),
+        detectors_({}, &ports_, &events_, nullptr),
         spans_({}, &clock_, nullptr),
-        correlator_(&store_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
-        engine_(&spans_, &correlator_, &store_, &events_, &clock_) {
+        correlator_(&store_, &ports_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
+        engine_(&spans_, &correlator_, &store_, &ports_, &events_, &clock_) {
     store_.SetObserver(&detectors_);
-    store_.UpsertPort({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
-    store_.UpsertPort({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    ports_.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+    ports_.Upsert({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
     for (const char* netdev : {"eth0", "eth1"}) {
       SeriesKey k{"ethtool", "rx_prio3_pause_duration", "", 0, netdev};
       SeriesId id = store_.Register(k, *MapCounter(k));
@@ -71,6 +71,7 @@ class QueryEngineTest : public ::testing::Test {
 
   FakeClock clock_;
   Store store_;
+  PortInventory ports_;
   EventLog events_;
   DetectorEngine detectors_;
   SpanStore spans_;
@@ -292,7 +293,7 @@ TEST_F(QueryEngineTest, EventsFilterByDetectorAndActivity) {
 }
 
 TEST_F(QueryEngineTest, WithoutDetectorsOrSpansTheAnswersAreEmptyButStillChecked) {
-  const QueryEngine bare(nullptr, &correlator_, &store_, nullptr, &clock_);
+  const QueryEngine bare(nullptr, &correlator_, &store_, &ports_, nullptr, &clock_);
   EventsQuery events;
   events.time_range = {kT, kT + 60 * kSec};
   auto listed = bare.Events(events);
