@@ -3,7 +3,7 @@
 # fixture tree (tests/fixtures/sysfs/root), metrics on a free loopback port,
 # scraped once every tier (slow and config included) has polled; the scrape
 # passes `promtool check metrics` and its rdma_sysfs part equals
-# tests/e2e/golden/rdma_sysfs.metrics. That part is every family the collector
+# tests/golden/rdma_sysfs.metrics. That part is every family the collector
 # feeds (port_info, port/IB/ECN/CNP/RDMA/discard counters, ib_pma_saturated,
 # series_resets_total, collector_errors_total); volatile lines (durations,
 # ticks, overruns, start time, build revision, store sizes, exposer_*) and the
@@ -15,7 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 
 
-GOLDEN="$SRC/tests/e2e/golden/rdma_sysfs.metrics"
+GOLDEN="$SRC/tests/golden/rdma_sysfs.metrics"
 UPDATE=0
 [ "${1:-}" = "--update" ] && UPDATE=1
 

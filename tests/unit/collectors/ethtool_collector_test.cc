@@ -64,8 +64,8 @@ class EthtoolDirTest : public ::testing::Test {
 };
 
 // Golden mapping: every fixture dump through the dir source and the signal
-// table, compared with tests/fixtures/ethtool/golden/<file>.mapped
-// (FABRICSCOPE_UPDATE_GOLDEN=1 rewrites them).
+// table, compared with tests/golden/ethtool_mapping/<file>.mapped
+// (FABRICSCOPE_UPDATE_GOLDENS=1 rewrites them; tools/update-goldens.sh).
 TEST_F(EthtoolDirTest, GoldenMappingOfEveryFixture) {
   const char* files[] = {"mlx5/ethq_mlx5_core_cx4lx_fw14.23_k4.15.txt",
                          "mlx5/lkml_bpf_20240619_mlx5_k5.15_nonzero.txt",
@@ -83,18 +83,18 @@ TEST_F(EthtoolDirTest, GoldenMappingOfEveryFixture) {
   ASSERT_TRUE(c->Discover(ctx_).ok());
   Tick(*c);
   EXPECT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
-  const bool update = std::getenv("FABRICSCOPE_UPDATE_GOLDEN") != nullptr;
+  const bool update = std::getenv("FABRICSCOPE_UPDATE_GOLDENS") != nullptr;
   i = 0;
   for (const char* f : files) {
     std::string netdev = absl::StrCat("fx", i++);
     std::string got = absl::StrJoin(ExportedLines(store_, netdev), "\n") + "\n";
-    std::string golden = SourceDir() + "/tests/fixtures/ethtool/golden/" +
+    std::string golden = SourceDir() + "/tests/golden/ethtool_mapping/" +
                          std::filesystem::path(f).filename().string() + ".mapped";
     if (update) {
       std::filesystem::create_directories(std::filesystem::path(golden).parent_path());
       WriteFile(golden, got);
     }
-    EXPECT_EQ(got, ReadFile(golden)) << f << " (FABRICSCOPE_UPDATE_GOLDEN=1 to regenerate)";
+    EXPECT_EQ(got, ReadFile(golden)) << f << " (FABRICSCOPE_UPDATE_GOLDENS=1 to regenerate)";
   }
 }
 
