@@ -20,8 +20,8 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "store/aggregates.h"
 #include "prometheus/metric_type.h"
+#include "store/aggregates.h"
 
 namespace fabricscope {
 namespace {
@@ -208,6 +208,12 @@ class DedupFamily {
 
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
                                                           const PortInventory* port_inventory) {
+  return RenderStoreFamilies(store, port_inventory, NowNs());
+}
+
+std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
+                                                          const PortInventory* port_inventory,
+                                                          int64_t now_ns) {
   std::vector<prometheus::MetricFamily> out;
   std::vector<SeriesSnapshot> snap = store.Snapshot();
 
@@ -218,7 +224,6 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
   DedupFamily peaks(kPeakRate, DedupFamily::Merge::kMax);
   DedupFamily pause_peaks(kPauseFractionPeak, DedupFamily::Merge::kMax);
   DedupFamily bursts(kMicrobursts, DedupFamily::Merge::kSum);
-  const int64_t now_ns = NowNs();
   // A peak is as of the series' last sample: stale once that is older than the
   // window (plus one peak bucket), e.g. a series no longer polled.
   const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
@@ -303,7 +308,7 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
   AddScalar(&out, kStoreSamples, static_cast<double>(stats.samples));
   AddScalar(&out, kStoreSeries, static_cast<double>(stats.series));
   AddScalar(&out, kStoreRetention,
-            stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (NowNs() - stats.oldest_ts_ns) / 1e9));
+            stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (now_ns - stats.oldest_ts_ns) / 1e9));
   AddScalar(&out, kStoreEvicted, static_cast<double>(stats.evicted_samples));
   return out;
 }

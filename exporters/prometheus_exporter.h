@@ -29,9 +29,15 @@ namespace fabricscope {
 
 // Renders the store's families and fabricscope_port_info from `ports` (may
 // be null: no inventory, no port_info family) -- what StoreCollectable
-// returns on a scrape.
+// returns on a scrape -- as of the wall clock.
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
                                                           const PortInventory* ports);
+// The same as of `now_ns` (unix nanoseconds): the time that decides whether a
+// peak is stale and the age of the oldest sample (store retention). Tests pass
+// a fixed time to render a store with fixed timestamps deterministically.
+std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
+                                                          const PortInventory* ports,
+                                                          int64_t now_ns);
 
 class StoreCollectable final : public prometheus::Collectable {
  public:
