@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "core/hot_counters.h"
 #include "daemon/correlate/correlator.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
@@ -32,25 +33,14 @@ struct Fixture {
   Fixture() {
     const char* devices[] = {"mlx5_0", "mlx5_1"};
     const char* netdevs[] = {"eth0", "eth1"};
-    const char* hot[] = {"np_ecn_marked_roce_packets",
-                         "np_cnp_sent",
-                         "rp_cnp_handled",
-                         "rp_cnp_ignored",
-                         "out_of_buffer",
-                         "out_of_sequence",
-                         "packet_seq_err",
-                         "local_ack_timeout_err",
-                         "roce_adp_retrans",
-                         "roce_adp_retrans_to",
-                         "implied_nak_seq_err",
-                         "rnr_nak_retry_err"};
+    const auto& hot = kDefaultHotCounters;  // core/hot_counters.h
     const char* nd[] = {"rx_bytes",   "tx_bytes",   "rx_packets", "tx_packets",
                         "rx_dropped", "tx_dropped", "rx_errors",  "tx_errors"};
     std::vector<SeriesId> hot_ids, pause_ids;
     for (int d = 0; d < 2; ++d) {
       ports.Upsert({devices[d], 1, netdevs[d], "Ethernet", "ACTIVE", "100 Gb/sec", true});
-      for (const char* n : hot) {  // 2 x 12 hw_counters
-        SeriesKey k{"hw_counters", n, devices[d], 1, ""};
+      for (absl::string_view n : hot) {  // 2 x 12 hw_counters
+        SeriesKey k{"hw_counters", std::string(n), devices[d], 1, ""};
         hot_ids.push_back(store.Register(k, *MapCounter(k)));
       }
       for (const char* n : nd) {  // 2 x 8 netdev stats
