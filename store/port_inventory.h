@@ -7,7 +7,7 @@
 // ethtool and dcb_config collectors read it at discovery to know which
 // interfaces belong to RDMA ports, which is why the collector registry
 // creates and discovers a collector that reads the inventory after the one
-// that writes it (collectors/registry.h, CollectorRegistry::Deps). The
+// that writes it (collectors/registry.h, CollectorDeps). The
 // detectors (link rates), the correlator (span scope), the query engine and
 // the Prometheus exporter read it too.
 //
