@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "store/store.h"
 #include "exporters/prometheus_exporter.h"
 #include "prometheus/text_serializer.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {

@@ -43,8 +43,8 @@
 #include "absl/time/time.h"
 #include "collectors/collector.h"
 #include "collectors/ethtool_stats_source.h"
-#include "core/signals.h"
 #include "core/clock.h"
+#include "core/signals.h"
 
 namespace fabricscope {
 

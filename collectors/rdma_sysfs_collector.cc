@@ -7,8 +7,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/signals.h"
 #include "core/log.h"
+#include "core/signals.h"
 
 namespace fabricscope {
 namespace {

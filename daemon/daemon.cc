@@ -160,13 +160,12 @@ absl::Status Daemon::Init() {
                             [engine = detectors_.get()](int64_t ts) { engine->Sweep(ts); });
   }
 
-  auto exporter = PrometheusExporter::Start(config_.metrics_listen, {config_.metrics_auth_file},
-                                            &metrics_, store_.get(), &ports_,
-                                            [this]() -> HealthStatus {
-                                              const Scheduler::Health h =
-                                                  scheduler_->CheckHealth(clock_->SteadyNow());
-                                              return {h.live, h.ready, h.detail};
-                                            });
+  auto exporter = PrometheusExporter::Start(
+      config_.metrics_listen, {config_.metrics_auth_file}, &metrics_, store_.get(), &ports_,
+      [this]() -> HealthStatus {
+        const Scheduler::Health h = scheduler_->CheckHealth(clock_->SteadyNow());
+        return {h.live, h.ready, h.detail};
+      });
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 

@@ -6,11 +6,11 @@
 #include <string>
 
 #include "collectors/registry.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "core/signals.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
-#include "core/log.h"
-#include "core/metrics.h"
 #include "daemon/privileges.h"
 #include "daemon/version.h"
 

@@ -31,9 +31,9 @@
 
 #include "absl/time/time.h"
 #include "core/clock.h"
+#include "core/metrics.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/correlate/span_aggregates.h"
-#include "core/metrics.h"
 #include "daemon/spans/span_store.h"
 
 namespace fabricscope {

@@ -61,9 +61,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "core/series.h"
 #include "daemon/correlate/signal_class.h"
 #include "daemon/spans/span.h"
-#include "core/series.h"
 
 namespace fabricscope {
 

@@ -22,8 +22,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
-#include "daemon/correlate/correlator.h"
 #include "core/metrics.h"
+#include "daemon/correlate/correlator.h"
 
 namespace fabricscope {
 

@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/spans/span.h"
+#include "daemon/spans/span_kind.h"
 #include "fabricscope/v1/span.pb.h"
 #include "opentelemetry/proto/common/v1/common.pb.h"
 #include "opentelemetry/proto/resource/v1/resource.pb.h"
