@@ -3,73 +3,25 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/detect/detectors.h"
 #include "daemon/service/grpc_server.h"
 #include "gtest/gtest.h"
+#include "tests/unit/daemon/query/query_test_world.h"
 
 namespace fabricscope {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kSec = 1'000'000'000;
-constexpr int64_t kT = 1'700'000'000 * kSec;
+using query_test::Bytes;
+using query_test::kMs;
+using query_test::kSec;
+using query_test::kT;
 
-// Ports mlx5_0/1 on eth0 (paused on priority 3 during [10 s, 10.2 s]) and
-// mlx5_1/1 on eth1 (quiet); spans over the burst and after it.
-class QueryServiceTest : public ::testing::Test {
+// The query world (query_test_world.h) served over the QueryService adapter.
+class QueryServiceTest : public query_test::QueryWorld {
  protected:
-  QueryServiceTest()
-      : clock_(kT + 60 * kSec),
-        events_(100, nullptr),
-        detectors_({}, &ports_, &events_, nullptr),
-        spans_({}, &clock_, nullptr),
-        correlator_(&store_, &ports_, {}, StallPolicy({{"decode_step", absl::Milliseconds(100)}})),
-        engine_(&spans_, &correlator_, &store_, &ports_, &events_, &clock_),
-        service_(&engine_) {
-    store_.SetObserver(&detectors_);
-    ports_.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
-    ports_.Upsert({"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "100 Gb/sec", true});
-    for (const char* netdev : {"eth0", "eth1"}) {
-      SeriesKey k{"ethtool", "rx_prio3_pause_duration", "", 0, netdev};
-      SeriesId id = store_.Register(k, *MapCounter(k));
-      const bool burst = std::string(netdev) == "eth0";
-      for (int64_t ts = kT; ts <= kT + 30 * kSec; ts += 100 * kMs) {
-        const int64_t from = kT + 10 * kSec, to = from + 200 * kMs;
-        store_.Append(id, ts,
-                      burst ? static_cast<uint64_t>((std::clamp(ts, from, to) - from) / 1000) : 0);
-      }
-    }
-    spans_.Add(MakeSpan(1, 1, "decode_step", kT + 10 * kSec, kT + 10200 * kMs));
-    spans_.Add(MakeSpan(1, 2, "decode_step", kT + 20 * kSec, kT + 20050 * kMs));
-    spans_.Add(MakeSpan(2, 3, "kv_transfer", kT + 10 * kSec, kT + 10300 * kMs));
-  }
+  QueryServiceTest() : service_(&engine_) {}
 
-  static Span MakeSpan(uint8_t trace, uint8_t id, const std::string& name, int64_t t0, int64_t t1) {
-    Span s;
-    s.trace_id[15] = trace;
-    s.span_id[7] = id;
-    s.name = name;
-    s.start_unix_nano = t0;
-    s.end_unix_nano = t1;
-    return s;
-  }
-
-  FakeClock clock_;
-  Store store_;
-  PortInventory ports_;
-  EventLog events_;
-  DetectorEngine detectors_;
-  SpanStore spans_;
-  Correlator correlator_;
-  QueryEngine engine_;
   QueryService service_;
 };
-
-std::string Bytes(size_t n, uint8_t last) {
-  std::string s(n, '\0');
-  s.back() = static_cast<char>(last);
-  return s;
-}
 
 TEST_F(QueryServiceTest, CorrelateByTraceIdSpanIdAndTimeRange) {
   v1::CorrelateRequest req;
