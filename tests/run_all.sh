@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds fabricscope and runs every test: the release build, then the
 # ASan/UBSan build (presets in CMakePresets.json), then ThreadSanitizer over
-# the concurrent core (tsan-concurrency: the store, scheduler, detectors, span
-# store, correlation worker and snapshot with their unit tests), then every
+# the concurrent core (tsan-concurrency: the analysis layer library and the
+# layers below it -- store, scheduler, detectors, span store, correlation
+# worker, query engine, snapshot -- with their unit tests), then every
 # libFuzzer target for a short bounded time (the `fuzz` preset, clang;
 # tests/fuzz/run_fuzzers.sh).
 #
