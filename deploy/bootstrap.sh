@@ -12,6 +12,8 @@ packages=(
   clang libclang-rt-14-dev
   # libraries (see DESIGN.md section 2)
   libibverbs-dev libibumad-dev libibmad-dev
+  # topology collector: LLDP neighbours (lldpd client library), the PCI tree (hwloc)
+  liblldpctl-dev libhwloc-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   prometheus-cpp-dev
   libcivetweb-dev
@@ -19,7 +21,7 @@ packages=(
   zlib1g-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
-  prometheus prometheus-node-exporter iproute2 ethtool procps curl jq openssl python3 python3-yaml
+  prometheus prometheus-node-exporter lldpd iproute2 ethtool procps curl jq openssl python3 python3-yaml
   # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
   systemd
 )

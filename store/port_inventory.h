@@ -11,6 +11,12 @@
 // detectors (link rates), the correlator (span scope), the query engine and
 // the Prometheus exporter read it too.
 //
+// The inventory also holds the host's topology (HostTopology below): link
+// partners, PCI placement of each port, GPUs and GPU-NIC affinity. The
+// topology collector (collectors/topology_collector.h) replaces it as a whole
+// on each config tick; the correlator (GPU-scoped spans, partner names), the
+// query engine and the CLI read it.
+//
 // Records are keyed by (device, port): Upsert replaces the record with the
 // same key in place, else appends. A port that vanished is upserted with
 // present = false; records are never removed.
@@ -43,6 +49,79 @@ struct PortInfo {
   bool present = true;
 };
 
+// The other end of a port's link, as one source saw it. A port is named by
+// (device, port) when it is an RDMA port, else by netdev alone (an extra
+// interface from --netdev-include): port 0 and device "".
+struct LinkPartner {
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string source;  // "lldp", "ib_mad" or "file"
+  std::string chassis_id;
+  std::string system_name;
+  std::string port_id;
+  std::string port_description;
+
+  friend bool operator==(const LinkPartner&, const LinkPartner&) = default;
+};
+
+// Where an RDMA port sits on the PCI tree.
+struct PortPci {
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string pci_address;  // "0000:1b:00.0"
+  int numa_node = -1;       // -1: unknown
+
+  friend bool operator==(const PortPci&, const PortPci&) = default;
+};
+
+struct GpuInfo {
+  std::string bus_id;  // PCI address, "0000:1b:00.0"
+  int index = 0;       // position in PCI bus order (nvidia-smi's default order)
+  std::string vendor;  // "nvidia", "amd", "intel" or the PCI vendor id "0x1234"
+  std::string model;   // PCI device name where known, else the device id "0x2330"
+  int numa_node = -1;
+
+  friend bool operator==(const GpuInfo&, const GpuInfo&) = default;
+};
+
+// The PCI relation of a GPU and an RDMA device, as `nvidia-smi topo -m`
+// names the classes; declared closest first (the order is the ranking).
+enum class PciRelation : uint8_t {
+  kPix,   // at most one PCIe bridge (switch) between them
+  kPxb,   // several bridges, not through the host bridge
+  kPhb,   // through a PCIe host bridge
+  kNode,  // across host bridges within one NUMA node
+  kSys,   // across NUMA nodes
+};
+const char* PciRelationName(PciRelation relation);  // "PIX", ...
+
+struct GpuNicAffinity {
+  std::string gpu_bus_id;
+  int gpu_index = 0;
+  std::string device;  // RDMA device
+  PciRelation relation = PciRelation::kSys;
+
+  friend bool operator==(const GpuNicAffinity&, const GpuNicAffinity&) = default;
+};
+
+struct HostTopology {
+  std::vector<LinkPartner> partners;  // at most one per port
+  std::vector<PortPci> ports;
+  std::vector<GpuInfo> gpus;
+  std::vector<GpuNicAffinity> affinity;  // every GPU x RDMA device pair with a known placement
+
+  // The partner of (device, port), else of `netdev` when given; null if none.
+  const LinkPartner* FindPartner(const std::string& device, uint32_t port,
+                                 const std::string& netdev) const;
+  // The GPU whose bus id or index (decimal) is `gpu`; bus ids compare without
+  // case and with or without the "0000:" domain. Null if none.
+  const GpuInfo* FindGpu(const std::string& gpu) const;
+
+  friend bool operator==(const HostTopology&, const HostTopology&) = default;
+};
+
 class PortInventory {
  public:
   PortInventory() = default;
@@ -56,9 +135,14 @@ class PortInventory {
   // Every record, in first-insertion order.
   std::vector<PortInfo> List() const;
 
+  // Replaces the host topology as a whole / returns a copy of it.
+  void SetTopology(HostTopology topology);
+  HostTopology Topology() const;
+
  private:
   mutable std::mutex mu_;
   std::vector<PortInfo> ports_ ABSL_GUARDED_BY(mu_);
+  HostTopology topology_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fabricscope
