@@ -96,6 +96,16 @@ struct CollectorOptions {
   NetdevFilter netdev_include;
   // hw_counters names the rdma_sysfs collector reads every hot tick.
   std::vector<std::string> hot_counters = DefaultHotCounters();
+  // The topology collector's sources (collectors/topology_collector.h).
+  // lldpd's control socket (--lldpd-socket; empty: no LLDP source).
+  std::string lldpd_socket = "/run/lldpd.socket";
+  // Query InfiniBand peers with SMPs over /dev/infiniband/umad* (--ib-mad-topology).
+  bool ib_mad_topology = false;
+  // Link partners from an inventory file (--topology-file; empty: none).
+  std::string topology_file;
+  // Load the PCI tree from this hwloc XML export instead of discovering the
+  // host (--hwloc-xml; empty: discover under sysfs_root).
+  std::string hwloc_xml;
 };
 
 // What a collector gets at creation. Pointers outlive the collector.

@@ -5,13 +5,14 @@
 #include "collectors/netdev_collector.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "collectors/registry.h"
+#include "collectors/topology_collector.h"
 
 namespace fabricscope {
 
 absl::Status RegisterAllCollectors(CollectorRegistry& registry) {
   // Each line: s.Update(registry.Register(name, description, factory[, deps]));
-  // Update keeps the first error (a duplicate name). netdev, ethtool and
-  // dcb_config read the port inventory rdma_sysfs writes at discovery, so they
+  // Update keeps the first error (a duplicate name). netdev, ethtool,
+  // dcb_config and topology read the port inventory rdma_sysfs writes at discovery, so they
   // declare {.after = {"rdma_sysfs"}} and the registry discovers them after it
   // whatever the order of these lines (a void dependency when rdma_sysfs is
   // not enabled: the inventory is then empty, or filled by replay).
@@ -23,6 +24,7 @@ absl::Status RegisterAllCollectors(CollectorRegistry& registry) {
   s.Update(registry.Register("netdev", NetdevCollector::kDescription, NetdevCollector::Create, reads_ports));
   s.Update(registry.Register("ethtool", EthtoolCollector::kDescription, EthtoolCollector::Create, reads_ports));
   s.Update(registry.Register("dcb_config", DcbConfigCollector::kDescription, DcbConfigCollector::Create, reads_ports));
+  s.Update(registry.Register("topology", TopologyCollector::kDescription, TopologyCollector::Create, reads_ports));
   // clang-format on
   return s;
 }

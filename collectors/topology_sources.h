@@ -39,6 +39,10 @@ class LinkPartnerSource {
   // half from the inventory and drops partners of ports it does not watch.
   virtual absl::StatusOr<std::vector<LinkPartner>> Partners(
       const std::vector<PortInfo>& ports, const std::vector<std::string>& extra_netdevs) = 0;
+  // A problem the last Partners() call found although it returned partners
+  // (a topology file with a bad line): the collector counts and logs it. OK
+  // when there is none; each problem is returned once.
+  virtual absl::Status TakeWarning() { return absl::OkStatus(); }
 };
 
 // Where the RDMA devices and GPUs sit on the PCI tree.

@@ -320,6 +320,22 @@ const std::vector<Option>& Options() {
              "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl "
              "(tests, simulator). Empty uses the kernel.",
              kRestart, &Config::ethtool_dir),
+      String("lldpd-socket", "PATH",
+             "lldpd's control socket, read by the topology collector for LLDP neighbours (the "
+             "daemon's user must be able to connect: root or group _lldpd). Empty disables LLDP.",
+             kRestart, &Config::lldpd_socket),
+      Bool("ib-mad-topology",
+           "Ask each InfiniBand port's peer for its NodeDescription, NodeGUID and port number "
+           "with directed-route SMPs (needs read-write access to /dev/infiniband/umad*).",
+           kRestart, &Config::ib_mad_topology),
+      String("topology-file", "FILE",
+             "Link partners from a cabling inventory (docs/topology-file.md); re-read when it "
+             "changes. Live LLDP/SMP answers win over it.",
+             kRestart, &Config::topology_file),
+      String("hwloc-xml", "FILE",
+             "Load the PCI tree (GPU-NIC affinity) from this hwloc XML export instead of "
+             "discovering the host (tests, offline analysis).",
+             kRestart, &Config::hwloc_xml),
 
       // Store.
       ByteSize("store-memory",
@@ -665,6 +681,10 @@ absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config
   }
   options.netdev_include = *std::move(include);
   options.hot_counters = config.hot_counters;
+  options.lldpd_socket = config.lldpd_socket;
+  options.ib_mad_topology = config.ib_mad_topology;
+  options.topology_file = config.topology_file;
+  options.hwloc_xml = config.hwloc_xml;
   return options;
 }
 

@@ -57,6 +57,10 @@ struct Config {
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
   std::string ethtool_dir;
+  std::string lldpd_socket = "/run/lldpd.socket";
+  bool ib_mad_topology = false;
+  std::string topology_file;
+  std::string hwloc_xml;
 
   // Store.
   uint64_t store_memory_bytes = 256ull << 20;

@@ -33,6 +33,40 @@ const MetricSpec& kCounterSaturated = DefineMetric(
              "from it until it is cleared), else 0.",
      .labels = {"device", "port", "counter"},
      .component = "store"});
+// The host topology (collectors/topology_collector.h fills it into the port
+// inventory; rendered here so that a partner that changed or went leaves no
+// stale series).
+const MetricSpec& kLinkPartnerInfo = DefineMetric(
+    {.name = "fabricscope_link_partner_info",
+     .type = MetricType::kGauge,
+     .help = "1 for each watched port with a known link partner: the other end of the cable as "
+             "LLDP (source=lldp), InfiniBand SMPs (ib_mad) or the topology file (file) name it. "
+             "For ib_mad, partner_chassis_id is the peer's NodeGUID, partner_system_name its "
+             "NodeDescription and partner_port_id its port number.",
+     .labels = {"device", "port", "netdev", "source", "partner_chassis_id", "partner_system_name",
+                "partner_port_id", "partner_port_description"},
+     .component = "topology"});
+const MetricSpec& kPortPciInfo = DefineMetric(
+    {.name = "fabricscope_port_pci_info",
+     .type = MetricType::kGauge,
+     .help = "1 for each RDMA port with a known PCI function: its PCI address and NUMA node "
+             "(-1: unknown).",
+     .labels = {"device", "port", "netdev", "pci_address", "numa_node"},
+     .component = "topology"});
+const MetricSpec& kGpuInfo = DefineMetric(
+    {.name = "fabricscope_gpu_info",
+     .type = MetricType::kGauge,
+     .help = "1 for each GPU on the PCI tree; gpu_index is its position in PCI bus order "
+             "(nvidia-smi's default order).",
+     .labels = {"gpu_bus_id", "gpu_index", "vendor", "model", "numa_node"},
+     .component = "topology"});
+const MetricSpec& kGpuNicAffinity = DefineMetric(
+    {.name = "fabricscope_gpu_nic_affinity",
+     .type = MetricType::kGauge,
+     .help = "1 for each GPU x RDMA device pair: relation is the PCI path class as nvidia-smi "
+             "topo -m names it (PIX, PXB, PHB, NODE, SYS; closest first).",
+     .labels = {"gpu_bus_id", "gpu_index", "device", "relation"},
+     .component = "topology"});
 const MetricSpec& kCounterResets = DefineMetric(
     {.name = "fabricscope_series_resets_total",
      .type = MetricType::kCounter,
@@ -144,6 +178,61 @@ void AddScalar(std::vector<prometheus::MetricFamily>* out, const MetricSpec& spe
 }
 
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
+
+// The topology families (value 1 per item), from the inventory's current
+// topology; an empty family is left out.
+void AddTopology(const HostTopology& t, std::map<std::string, prometheus::MetricFamily>* families) {
+  auto emit = [&](const MetricSpec& spec, prometheus::MetricFamily f) {
+    if (!f.metric.empty()) families->emplace(spec.name, std::move(f));
+  };
+  auto port_label = [](uint32_t port) { return port == 0 ? std::string() : absl::StrCat(port); };
+  prometheus::MetricFamily partners = NewFamily(kLinkPartnerInfo);
+  for (const LinkPartner& p : t.partners) {
+    AddSample(&partners,
+              {{"device", p.device},
+               {"port", port_label(p.port)},
+               {"netdev", p.netdev},
+               {"source", p.source},
+               {"partner_chassis_id", p.chassis_id},
+               {"partner_system_name", p.system_name},
+               {"partner_port_id", p.port_id},
+               {"partner_port_description", p.port_description}},
+              1.0);
+  }
+  emit(kLinkPartnerInfo, std::move(partners));
+  prometheus::MetricFamily pci = NewFamily(kPortPciInfo);
+  for (const PortPci& p : t.ports) {
+    AddSample(&pci,
+              {{"device", p.device},
+               {"port", port_label(p.port)},
+               {"netdev", p.netdev},
+               {"pci_address", p.pci_address},
+               {"numa_node", absl::StrCat(p.numa_node)}},
+              1.0);
+  }
+  emit(kPortPciInfo, std::move(pci));
+  prometheus::MetricFamily gpus = NewFamily(kGpuInfo);
+  for (const GpuInfo& g : t.gpus) {
+    AddSample(&gpus,
+              {{"gpu_bus_id", g.bus_id},
+               {"gpu_index", absl::StrCat(g.index)},
+               {"vendor", g.vendor},
+               {"model", g.model},
+               {"numa_node", absl::StrCat(g.numa_node)}},
+              1.0);
+  }
+  emit(kGpuInfo, std::move(gpus));
+  prometheus::MetricFamily affinity = NewFamily(kGpuNicAffinity);
+  for (const GpuNicAffinity& a : t.affinity) {
+    AddSample(&affinity,
+              {{"gpu_bus_id", a.gpu_bus_id},
+               {"gpu_index", absl::StrCat(a.gpu_index)},
+               {"device", a.device},
+               {"relation", PciRelationName(a.relation)}},
+              1.0);
+  }
+  emit(kGpuNicAffinity, std::move(affinity));
+}
 
 bool IsPlacementLabel(absl::string_view l) {
   return l == "device" || l == "port" || l == "netdev" || l == "priority" || l == "direction";
@@ -293,6 +382,7 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
     }
     if (!f.metric.empty()) families.emplace(spec.name, std::move(f));
   }
+  if (port_inventory != nullptr) AddTopology(port_inventory->Topology(), &families);
   if (!saturated.metric.empty()) families.emplace(saturated.name, std::move(saturated));
   if (!resets.metric.empty()) families.emplace(resets.name, std::move(resets));
   for (DedupFamily* f : {&peaks, &pause_peaks, &bursts}) {

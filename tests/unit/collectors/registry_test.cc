@@ -187,7 +187,7 @@ TEST(RegistryTest, CyclesAndSelfDependenciesAreErrors) {
 TEST(RegistryTest, BuiltInReadersComeAfterRdmaSysfsWhateverTheOrder) {
   CollectorRegistry builtins;
   ASSERT_TRUE(RegisterAllCollectors(builtins).ok());
-  for (const char* reader : {"netdev", "ethtool", "dcb_config"}) {
+  for (const char* reader : {"netdev", "ethtool", "dcb_config", "topology"}) {
     const CollectorRegistry::Entry* e = builtins.Find(reader);
     ASSERT_NE(e, nullptr) << reader;
     EXPECT_THAT(e->deps.after, ::testing::ElementsAre("rdma_sysfs")) << reader;
@@ -206,7 +206,7 @@ TEST(RegistryTest, BuiltInReadersComeAfterRdmaSysfsWhateverTheOrder) {
   auto created = reversed.Create({}, ctx);
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_THAT(Names(*created),
-              ::testing::ElementsAre("rdma_sysfs", "dcb_config", "ethtool", "netdev"));
+              ::testing::ElementsAre("rdma_sysfs", "topology", "dcb_config", "ethtool", "netdev"));
 }
 
 }  // namespace

@@ -68,6 +68,18 @@ void Fill(Store* store, PortInventory* ports, int64_t* now_ns) {
   ports->Upsert({"mlx5_0", 1, "", "InfiniBand", "ACTIVE", "100 Gb/sec (4X EDR)", true});
   ports->Upsert({"mlx5_1", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec (2X HDR)", true});
   ports->Upsert({"mlx5_2", 1, "eth9", "Ethernet", "DOWN", "40 Gb/sec (4X QDR)", false});
+  // The topology: an LLDP partner on the RoCE port, an SMP partner on the IB
+  // port, PCI placement, one GPU and its affinity to both devices.
+  HostTopology topo;
+  topo.partners = {{"mlx5_0", 1, "", "ib_mad", "0x98039b0300a1b2c3", "QM9700 spine02", "17",
+                    "switch"},
+                   {"mlx5_1", 1, "eth0", "lldp", "c0:ff:ee:00:00:01", "leaf07", "Ethernet1/12",
+                    "to \"gpu\" rack 3"}};
+  topo.ports = {{"mlx5_0", 1, "", "0000:0c:00.0", 0}, {"mlx5_1", 1, "eth0", "0000:8a:00.0", 1}};
+  topo.gpus = {{"0000:07:00.0", 0, "nvidia", "0x2330", 0}};
+  topo.affinity = {{"0000:07:00.0", 0, "mlx5_0", PciRelation::kPxb},
+                   {"0000:07:00.0", 0, "mlx5_1", PciRelation::kSys}};
+  ports->SetTopology(std::move(topo));
 
   const SeriesId xmit = Reg(store, {"counters", "port_xmit_data", "mlx5_0", 1, ""});
   const SeriesId rcv = Reg(store, {"counters", "port_rcv_data", "mlx5_0", 1, ""});
@@ -162,6 +174,14 @@ TEST(PrometheusExporterGoldenTest, StoreRenderingMatchesGolden) {
                      "direction=\"\"} 1\n"),
             std::string::npos);
   EXPECT_EQ(got.find("eth9"), std::string::npos) << "absent port exported";
+  EXPECT_NE(got.find("fabricscope_link_partner_info{device=\"mlx5_1\",port=\"1\",netdev=\"eth0\","
+                     "source=\"lldp\",partner_chassis_id=\"c0:ff:ee:00:00:01\","
+                     "partner_system_name=\"leaf07\",partner_port_id=\"Ethernet1/12\","
+                     "partner_port_description=\"to \\\"gpu\\\" rack 3\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(got.find("fabricscope_gpu_nic_affinity{gpu_bus_id=\"0000:07:00.0\",gpu_index=\"0\","
+                     "device=\"mlx5_0\",relation=\"PXB\"} 1\n"),
+            std::string::npos);
   EXPECT_EQ(got.find("fabricscope_netdev_packets_total"), std::string::npos)
       << "absent series exported";
   // The stale series: its total and microburst count stay, its peak does not.

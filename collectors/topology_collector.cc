@@ -1,0 +1,157 @@
+#include "collectors/topology_collector.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "collectors/sysfs_reader.h"
+#include "collectors/topology_file.h"
+#include "core/metrics.h"
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kSourceUp = DefineMetric(
+    {.name = "fabricscope_topology_source_up",
+     .type = MetricType::kGauge,
+     .help = "1 when the topology source answered on the last config tick, 0 when it failed or "
+             "is not available (lldpd not running, no umad device, topology file missing).",
+     .labels = {"source"},
+     .component = "topology"});
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const CollectorContext& ctx) {
+  if (ctx.options == nullptr || ctx.ports == nullptr) {
+    return absl::InvalidArgumentError("topology needs options and a port inventory");
+  }
+  const CollectorOptions& o = *ctx.options;
+  TopologySources sources;
+  if (!o.topology_file.empty()) {
+    sources.partners.push_back(
+        std::make_unique<TopologyFileSource>(o.topology_file, o.sysfs_root, HostName()));
+  }
+  return std::make_unique<TopologyCollector>(ctx.ports, ctx.metrics, o.sysfs_root, o.netdev_include,
+                                             std::move(sources));
+}
+
+TopologyCollector::TopologyCollector(PortInventory* ports, MetricsRegistry* metrics,
+                                     std::string sysfs_root, NetdevFilter netdev_include,
+                                     TopologySources sources)
+    : ports_(ports),
+      sysfs_root_(std::move(sysfs_root)),
+      include_(std::move(netdev_include)),
+      sources_(std::move(sources)) {
+  if (metrics != nullptr) source_up_ = &metrics->Gauge(kSourceUp);
+}
+
+absl::Status TopologyCollector::Discover(PollContext& ctx) {
+  // The first topology is there before the first config tick, so spans that
+  // arrive early are scoped with it.
+  return Poll(ctx);
+}
+
+void TopologyCollector::Report(PollContext& ctx, const std::string& source,
+                               const absl::Status& status) {
+  std::string& last = reported_[source];
+  if (status.ok()) {
+    last.clear();
+    return;
+  }
+  std::string now = status.ToString();
+  if (now == last) return;
+  last = std::move(now);
+  ctx.Error(status, absl::StrCat("topology/", source));
+}
+
+void TopologyCollector::SetUp(const std::string& source, bool up) {
+  if (source_up_ != nullptr) source_up_->Add({{"source", source}}).Set(up ? 1 : 0);
+}
+
+std::vector<std::string> TopologyCollector::ExtraNetdevs() const {
+  std::vector<std::string> out;
+  if (include_.empty()) return out;
+  absl::StatusOr<std::vector<std::string>> names = ListDir(sysfs_root_ + "/class/net");
+  if (!names.ok()) return out;
+  for (std::string& n : *names) {
+    if (include_.Matches(n)) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+absl::Status TopologyCollector::Poll(PollContext& ctx) {
+  std::vector<PortInfo> ports = ports_->List();
+  ports.erase(
+      std::remove_if(ports.begin(), ports.end(), [](const PortInfo& p) { return !p.present; }),
+      ports.end());
+  const std::vector<std::string> extra = ExtraNetdevs();
+  const absl::flat_hash_set<std::string> extra_set(extra.begin(), extra.end());
+
+  HostTopology topo;
+  // Ports (by index in `ports`) and extra netdevs that already have a partner.
+  std::vector<bool> port_taken(ports.size(), false);
+  absl::flat_hash_set<std::string> netdev_taken;
+  for (const std::unique_ptr<LinkPartnerSource>& source : sources_.partners) {
+    const std::string name(source->name());
+    absl::StatusOr<std::vector<LinkPartner>> found = source->Partners(ports, extra);
+    Report(ctx, name, found.status());
+    SetUp(name, found.ok());
+    if (absl::Status w = source->TakeWarning(); !w.ok()) {
+      ctx.Error(w, absl::StrCat("topology/", name));
+    }
+    if (!found.ok()) continue;
+    for (LinkPartner& p : *found) {
+      p.source = name;
+      // Resolve the local end: an RDMA port of the inventory by (device,
+      // port) or by netdev, else a watched extra interface.
+      size_t i = 0;
+      for (; i < ports.size(); ++i) {
+        const bool by_port =
+            !p.device.empty() && ports[i].device == p.device && ports[i].port == p.port;
+        const bool by_netdev = p.device.empty() && !p.netdev.empty() && ports[i].netdev == p.netdev;
+        if (by_port || by_netdev) break;
+      }
+      if (i < ports.size()) {
+        if (port_taken[i]) continue;
+        port_taken[i] = true;
+        p.device = ports[i].device;
+        p.port = ports[i].port;
+        p.netdev = ports[i].netdev;
+      } else if (p.device.empty() && extra_set.contains(p.netdev)) {
+        if (!netdev_taken.insert(p.netdev).second) continue;
+        p.port = 0;
+      } else {
+        continue;  // not a port we watch
+      }
+      topo.partners.push_back(std::move(p));
+    }
+  }
+  std::sort(topo.partners.begin(), topo.partners.end(),
+            [](const LinkPartner& a, const LinkPartner& b) {
+              return std::tie(a.device, a.port, a.netdev) < std::tie(b.device, b.port, b.netdev);
+            });
+
+  if (sources_.pci != nullptr) {
+    absl::StatusOr<PciPlacement> placement = sources_.pci->Placement(ports);
+    Report(ctx, sources_.pci_name, placement.status());
+    SetUp(sources_.pci_name, placement.ok());
+    if (placement.ok()) placement_ = *std::move(placement);
+  }
+  topo.ports = placement_.ports;
+  topo.gpus = placement_.gpus;
+  topo.affinity = placement_.affinity;
+
+  if (!(topo == ports_->Topology())) ports_->SetTopology(std::move(topo));
+  return absl::OkStatus();
+}
+
+}  // namespace fabricscope
