@@ -522,10 +522,11 @@ const std::vector<Option>& Options() {
            "Run as root. Without it the daemon refuses to start as root unless --user is given: "
            "no collector needs privileges (sysfs, rtnetlink and ethtool reads work unprivileged).",
            kRestart, &Config::allow_root),
-      String("user", "NAME",
-             "Started as root: switch to this user (and its group, no supplementary groups) once "
-             "the listeners are bound. Empty: stay who we are.",
-             kRestart, &Config::run_as_user),
+      String(
+          "user", "NAME",
+          "Started as root: switch to this user (its group and its own supplementary groups) once "
+          "the listeners are bound. Empty: stay who we are.",
+          kRestart, &Config::run_as_user),
 
       // Replay.
       String("replay", "FILE",

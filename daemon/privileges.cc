@@ -28,8 +28,12 @@ absl::Status DropPrivileges(const std::string& user) {
       rc != 0 || found == nullptr) {
     return absl::NotFoundError(absl::StrCat("user: no such user '", user, "'"));
   }
-  if (setgroups(0, nullptr) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("user: setgroups: ", std::strerror(errno)));
+  // The user's own supplementary groups from the group database (initgroups),
+  // so that access an administrator granted by group membership works: _lldpd
+  // for lldpd's control socket, the group of /dev/infiniband/umad* for
+  // --ib-mad-topology. Root's groups are dropped either way.
+  if (initgroups(pw.pw_name, pw.pw_gid) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("user: initgroups: ", std::strerror(errno)));
   }
   if (setgid(pw.pw_gid) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("user: setgid: ", std::strerror(errno)));

@@ -19,7 +19,8 @@ namespace fabricscope {
 // root with a user to switch to. The error says what to do.
 absl::Status CheckRootPolicy(bool is_root, bool allow_root, const std::string& user);
 
-// Switches to `user` (its primary group, no supplementary groups) and sets
+// Switches to `user` (its primary group and the supplementary groups the
+// group database gives it, none of root's) and sets
 // no_new_privs; verifies root cannot be regained. NotFound for an unknown
 // user.
 absl::Status DropPrivileges(const std::string& user);
