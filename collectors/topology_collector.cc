@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/pci_topology.h"
 #include "collectors/sysfs_reader.h"
 #include "collectors/topology_file.h"
 #include "core/metrics.h"
@@ -40,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const Colle
     sources.partners.push_back(
         std::make_unique<TopologyFileSource>(o.topology_file, o.sysfs_root, HostName()));
   }
+  sources.pci = MakeHwlocPciSource(o.sysfs_root, o.hwloc_xml);
   return std::make_unique<TopologyCollector>(ctx.ports, ctx.metrics, o.sysfs_root, o.netdev_include,
                                              std::move(sources));
 }
