@@ -146,11 +146,13 @@ absl::Status TopologyCollector::Poll(PollContext& ctx) {
     absl::StatusOr<PciPlacement> placement = sources_.pci->Placement(ports);
     Report(ctx, sources_.pci_name, placement.status());
     SetUp(sources_.pci_name, placement.ok());
-    if (placement.ok()) placement_ = *std::move(placement);
+    // A failed source places nothing: no stale placement is exported.
+    if (placement.ok()) {
+      topo.ports = std::move(placement->ports);
+      topo.gpus = std::move(placement->gpus);
+      topo.affinity = std::move(placement->affinity);
+    }
   }
-  topo.ports = placement_.ports;
-  topo.gpus = placement_.gpus;
-  topo.affinity = placement_.affinity;
 
   if (!(topo == ports_->Topology())) ports_->SetTopology(std::move(topo));
   return absl::OkStatus();

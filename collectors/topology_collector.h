@@ -83,8 +83,6 @@ class TopologyCollector final : public Collector {
   const NetdevFilter include_;
   TopologySources sources_;
   prometheus::Family<prometheus::Gauge>* source_up_ = nullptr;  // null without a registry
-  // The placement of the last tick the PCI source answered (kept while it fails).
-  PciPlacement placement_;
   // The last error reported per source ("" when the source is healthy).
   std::map<std::string, std::string> reported_;
 };
