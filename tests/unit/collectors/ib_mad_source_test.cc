@@ -430,6 +430,7 @@ TEST(UmadSmpTransportTest, NoUmadOnThisHostIsUnimplemented) {
   absl::StatusOr<std::vector<uint8_t>> reply =
       transport->Query("mlx5_0", 1, request, absl::Milliseconds(100));
   EXPECT_TRUE(absl::IsUnimplemented(reply.status())) << reply.status();
+  EXPECT_NE(reply.status().message().find("umad"), std::string::npos) << reply.status();
   // Again: same answer (the transport holds nothing open).
   EXPECT_TRUE(absl::IsUnimplemented(
       transport->Query("mlx5_0", 1, request, absl::Milliseconds(100)).status()));
