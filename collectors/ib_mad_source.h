@@ -28,10 +28,13 @@
 // Errors:
 //  - the transport says the host has no umad support at all
 //    (UnimplementedError) or umad is not accessible (PermissionDenied):
-//    Partners returns that status; the next `unavailable_retry_calls` calls
-//    return it again at once without any I/O, then the transport is tried
-//    again (0: never again). The topology collector reports such a status
-//    once (collectors/topology_sources.h).
+//    Partners returns that status, and returns it again at once, without
+//    any I/O, until `unavailable_retry_calls` calls after the failing one;
+//    that call tries the transport again (with 30 and the 10 s config tick:
+//    every 5 minutes; 0: never again). The partners known before are
+//    forgotten. The topology collector reports such a status once
+//    (collectors/topology_sources.h); both codes mean "this source cannot
+//    work on this host", not a per-tick error.
 //  - anything else is per port (a timeout, a malformed reply, a MAD status):
 //    it goes to `port_error` (status, key "<device>/<port>"), which the
 //    collector counts and logs like PollContext::Error; the other ports are
@@ -99,8 +102,9 @@ struct IbMadSourceOptions {
   int description_refresh_calls = 30;
   // A port whose query failed keeps its previous partner this many calls.
   int keep_partner_failed_calls = 2;
-  // After Unimplemented / PermissionDenied from the transport, answer the
-  // same status without I/O for this many calls; 0: never try again.
+  // After Unimplemented / PermissionDenied from the transport, the call this
+  // many calls later tries the transport again; the calls in between answer
+  // the same status without I/O. 0 (or less): never try again.
   int unavailable_retry_calls = 30;
   // Per-port errors (see above); null: dropped.
   std::function<void(const absl::Status& status, absl::string_view key)> port_error;
