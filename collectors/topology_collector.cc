@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "collectors/ib_mad_source.h"
 #include "collectors/pci_topology.h"
 #include "collectors/sysfs_reader.h"
 #include "collectors/topology_file.h"
@@ -37,6 +39,14 @@ absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const Colle
   }
   const CollectorOptions& o = *ctx.options;
   TopologySources sources;
+  sources.errors = std::make_shared<TopologyErrorSink>();
+  if (o.ib_mad_topology) {
+    IbMadSourceOptions ib;
+    ib.port_error = [sink = sources.errors](const absl::Status& status, absl::string_view key) {
+      sink->Report(status, absl::StrCat("topology/ib_mad/", key));
+    };
+    sources.partners.push_back(MakeIbMadSource(std::move(ib)));
+  }
   if (!o.topology_file.empty()) {
     sources.partners.push_back(
         std::make_unique<TopologyFileSource>(o.topology_file, o.sysfs_root, HostName()));
@@ -91,6 +101,10 @@ std::vector<std::string> TopologyCollector::ExtraNetdevs() const {
 }
 
 absl::Status TopologyCollector::Poll(PollContext& ctx) {
+  if (sources_.errors != nullptr) sources_.errors->ctx = &ctx;
+  absl::Cleanup detach = [this] {
+    if (sources_.errors != nullptr) sources_.errors->ctx = nullptr;
+  };
   std::vector<PortInfo> ports = ports_->List();
   ports.erase(
       std::remove_if(ports.begin(), ports.end(), [](const PortInfo& p) { return !p.present; }),

@@ -45,6 +45,16 @@
 
 namespace fabricscope {
 
+// Where a source reports per-port errors that do not fail its whole answer
+// (the ib_mad source: a timeout on one port): the collector points it at the
+// tick's PollContext while the sources run.
+struct TopologyErrorSink {
+  PollContext* ctx = nullptr;
+  void Report(const absl::Status& status, absl::string_view key) {
+    if (ctx != nullptr) ctx->Error(status, key);
+  }
+};
+
 struct TopologySources {
   // Partner sources, in precedence order (the first partner for a port wins).
   std::vector<std::unique_ptr<LinkPartnerSource>> partners;
@@ -52,6 +62,8 @@ struct TopologySources {
   std::unique_ptr<PciTopologySource> pci;
   // The name of `pci` in fabricscope_topology_source_up.
   std::string pci_name = "hwloc";
+  // Per-port error sink shared with the sources that report through it; may be null.
+  std::shared_ptr<TopologyErrorSink> errors;
 };
 
 class TopologyCollector final : public Collector {

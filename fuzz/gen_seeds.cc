@@ -14,6 +14,10 @@
 //                     HelpText(), each line checked with ApplyConfigText)
 //   fuzz_snapshot     state snapshots written by WriteSnapshot (a small
 //                     store, spans and events; an empty one)
+//   fuzz_ib_mad       directed-route SubnGetResp(NodeInfo) of a switch and
+//                     of a CA, SubnGetResp(NodeDescription), a reply with a
+//                     MAD status, and the SubnGet request itself (the
+//                     attribute bytes at the IB spec's offsets)
 // The text fixtures of tests/fixtures (counter files, ethtool -S captures) are
 // used directly by tests/fuzz/run_fuzzers.sh and are not copied here.
 #include <linux/dcbnl.h>
@@ -34,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "collectors/ib_mad.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
 #include "daemon/state/snapshot.h"
@@ -425,6 +430,51 @@ void Snapshot() {
   if (!st.ok()) std::exit(1);
 }
 
+// A SubnGetResp of `attribute` as the peer's SMA answers the one-hop query.
+std::string IbReply(uint16_t attribute, uint16_t status, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> m = fabricscope::BuildNeighborSmpGet(attribute, 1, 0x0000000100000042);
+  m[3] = 0x81;                                        // R | GetResp
+  m[4] = static_cast<uint8_t>(0x80 | (status >> 8));  // D | Status
+  m[5] = static_cast<uint8_t>(status);
+  m[6] = 1;  // HopPointer
+  for (size_t i = 0; i < data.size() && i < 64; ++i) m[64 + i] = data[i];
+  m[193] = 17;  // ReturnPath[1]
+  return std::string(m.begin(), m.end());
+}
+
+std::vector<uint8_t> IbNodeInfo(uint8_t type, uint8_t nports, uint64_t guid, uint8_t local_port) {
+  std::vector<uint8_t> d(64, 0);
+  d[0] = 1;
+  d[1] = 1;
+  d[2] = type;
+  d[3] = nports;
+  for (int off : {4, 12, 20}) {
+    for (int i = 0; i < 8; ++i) d[off + i] = static_cast<uint8_t>(guid >> (56 - 8 * i));
+  }
+  d[28] = 0x00, d[29] = 0x08;  // PartitionCap
+  d[30] = 0xd2, d[31] = 0xf0;  // DeviceID
+  d[35] = 0xa0;                // Revision
+  d[36] = local_port;
+  d[37] = 0x00, d[38] = 0x02, d[39] = 0xc9;  // VendorID
+  return d;
+}
+
+void IbMad() {
+  Write("fuzz_ib_mad", "nodeinfo_switch",
+        IbReply(fabricscope::kSmpAttrNodeInfo, 0, IbNodeInfo(2, 41, 0x0c42a1030079b4c0, 17)));
+  Write("fuzz_ib_mad", "nodeinfo_ca",
+        IbReply(fabricscope::kSmpAttrNodeInfo, 0, IbNodeInfo(1, 1, 0xb8cef60300a1b2c2, 1)));
+  const std::string desc = "MF0;leaf07:MQM8700/U1";
+  Write("fuzz_ib_mad", "nodedesc",
+        IbReply(fabricscope::kSmpAttrNodeDescription, 0,
+                std::vector<uint8_t>(desc.begin(), desc.end())));
+  Write("fuzz_ib_mad", "status_unsupported",
+        IbReply(fabricscope::kSmpAttrNodeInfo, 0x000c, std::vector<uint8_t>(64, 0)));
+  const std::vector<uint8_t> get =
+      fabricscope::BuildNeighborSmpGet(fabricscope::kSmpAttrNodeInfo, 1, 0x42);
+  Write("fuzz_ib_mad", "request", std::string(get.begin(), get.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -439,5 +489,6 @@ int main(int argc, char** argv) {
   Recording();
   Config();
   Snapshot();
+  IbMad();
   return 0;
 }
