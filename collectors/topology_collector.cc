@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/ib_mad_source.h"
+#include "collectors/lldp_source.h"
 #include "collectors/pci_topology.h"
 #include "collectors/sysfs_reader.h"
 #include "collectors/topology_file.h"
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const Colle
     };
     sources.partners.push_back(MakeIbMadSource(std::move(ib)));
   }
+  if (!o.lldpd_socket.empty()) sources.partners.push_back(MakeLldpSource(o.lldpd_socket));
   if (!o.topology_file.empty()) {
     sources.partners.push_back(
         std::make_unique<TopologyFileSource>(o.topology_file, o.sysfs_root, HostName()));
