@@ -183,7 +183,7 @@ TEST_F(QueryServiceTest, OverGrpcOnAnEphemeralPort) {
 // Partners and the GPU scope, through the wire: the topology in the
 // inventory names eth0's partner on its signals, port and event, and a span
 // with fabricscope.gpu is scoped to the NIC nearest that GPU.
-TEST_F(QueryServiceTest, PartnersAndGpuScopeOverGrpc) {
+TEST_F(QueryServiceTest, OverGrpcPartnersAndGpuScope) {
   HostTopology topo;
   topo.partners = {{"mlx5_0", 1, "eth0", "lldp", "00:11:22:33:44:55", "leaf07", "Ethernet1/12",
                     "to gpu-node-3"}};
