@@ -8,12 +8,18 @@
 // correlates one span (random start in the last 40 s, duration given by the benchmark argument in
 // ms) with the default options (10 s baseline), i.e. reads ~1000 samples per hot series.
 // p50/p99/max of the individual calls are reported as counters (microseconds).
+// BM_CorrelateGpuScopedSpan is the same with a fabricscope.gpu hint and a
+// host topology of 8 GPUs (2 of them PIX to mlx5_0) and both ports' link
+// partners: the span is scoped to mlx5_0/eth0, and the topology is copied once
+// per span.
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
 #include "core/hot_counters.h"
 #include "daemon/correlate/correlator.h"
@@ -57,6 +63,23 @@ struct Fixture {
       }
     }
     series = hot_ids.size() + pause_ids.size();
+    HostTopology topo;
+    for (int d = 0; d < 2; ++d) {
+      topo.partners.push_back({devices[d], 1, netdevs[d], "lldp",
+                               "00:11:22:33:44:5" + std::to_string(d), "leaf0" + std::to_string(d),
+                               "Ethernet1/1", "to this host"});
+    }
+    for (int g = 0; g < 8; ++g) {
+      const std::string bus = absl::StrFormat("0000:%02x:00.0", 0x1b + 0x10 * g);
+      topo.gpus.push_back({bus, g, "nvidia", "H100", g / 4});
+      for (int d = 0; d < 2; ++d) {
+        const PciRelation r = g / 2 == d   ? PciRelation::kPix
+                              : g / 4 == d ? PciRelation::kNode
+                                           : PciRelation::kSys;
+        topo.affinity.push_back({bus, g, devices[d], r});
+      }
+    }
+    ports.SetTopology(std::move(topo));
     std::mt19937_64 rng(1);
     std::vector<uint64_t> hv(hot_ids.size(), 0), pv(pause_ids.size(), 0);
     for (int64_t ts = kT; ts <= kT + 60 * kSec; ts += 10 * kMs) {
@@ -81,7 +104,7 @@ Fixture& Shared() {
   return *f;
 }
 
-void BM_CorrelateOneSpan64Series(benchmark::State& state) {
+void Run(benchmark::State& state, const std::string& gpu) {
   Fixture& f = Shared();
   Correlator c(&f.store, &f.ports, {}, {});
   const int64_t dur = state.range(0) * kMs;
@@ -91,6 +114,7 @@ void BM_CorrelateOneSpan64Series(benchmark::State& state) {
   for (auto _ : state) {
     Span s;
     s.name = "decode_step";
+    s.gpu = gpu;
     s.start_unix_nano = kT + 15 * kSec + static_cast<int64_t>(rng() % (40 * kSec));
     s.end_unix_nano = s.start_unix_nano + dur;
     const auto t0 = std::chrono::steady_clock::now();
@@ -108,7 +132,10 @@ void BM_CorrelateOneSpan64Series(benchmark::State& state) {
   }
   state.counters["series"] = static_cast<double>(series);
 }
+void BM_CorrelateOneSpan64Series(benchmark::State& state) { Run(state, ""); }
+void BM_CorrelateGpuScopedSpan(benchmark::State& state) { Run(state, "0000:1b:00.0"); }
 BENCHMARK(BM_CorrelateOneSpan64Series)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CorrelateGpuScopedSpan)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace fabricscope

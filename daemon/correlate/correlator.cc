@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -183,21 +184,82 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
 // ---------------------------------------------------------------------------
 // Scope.
 
-SpanScope::SpanScope(const Span& span, const std::vector<PortInfo>& ports) {
-  const bool hinted = !span.rdma_device.empty() || !span.netdev.empty();
-  if (!hinted) {
-    if (ports.empty()) {
-      all_ = true;
-      return;
-    }
-    for (const PortInfo& p : ports) {
-      ports_.emplace_back(p.device, p.port);
-      if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
-    }
+namespace {
+
+// "mlx5_0/1", or "mlx5_0" for every port of a device.
+std::string PortName(const std::string& device, uint32_t port) {
+  return port == 0 ? device : absl::StrCat(device, "/", port);
+}
+
+}  // namespace
+
+bool SpanScope::UsesGpuHint(const Span& span) {
+  return !span.gpu.empty() && span.rdma_device.empty() && span.netdev.empty();
+}
+
+void SpanScope::CoverEveryPort(const std::vector<PortInfo>& ports) {
+  if (ports.empty()) {
+    all_ = true;
     return;
   }
+  for (const PortInfo& p : ports) {
+    ports_.emplace_back(p.device, p.port);
+    if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
+  }
+}
+
+bool SpanScope::ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
+                           const HostTopology* topology) {
+  const GpuInfo* gpu = topology != nullptr ? topology->FindGpu(span.gpu) : nullptr;
+  if (gpu == nullptr) {
+    description_ = absl::StrCat("GPU ", span.gpu, " unknown to the topology: every port");
+    return false;
+  }
+  // The topology's bus id, whichever form the span named the GPU by.
+  const std::string gpu_name = absl::StrCat("GPU ", gpu->bus_id);
+  std::optional<PciRelation> nearest;
+  for (const GpuNicAffinity& a : topology->affinity) {
+    if (a.gpu_bus_id != gpu->bus_id) continue;
+    if (!nearest.has_value() || a.relation < *nearest) nearest = a.relation;
+  }
+  if (!nearest.has_value()) {
+    description_ = absl::StrCat("no NIC placement known for ", gpu_name, ": every port");
+    return false;
+  }
+  std::vector<std::string> names;
+  for (const GpuNicAffinity& a : topology->affinity) {
+    if (a.gpu_bus_id != gpu->bus_id || a.relation != *nearest) continue;
+    bool listed = false;  // the device's ports as the inventory has them
+    for (const PortInfo& p : ports) {
+      if (p.device != a.device || (span.rdma_port != 0 && p.port != span.rdma_port)) continue;
+      listed = true;
+      ports_.emplace_back(p.device, p.port);
+      names.push_back(PortName(p.device, p.port));
+      if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
+    }
+    if (!listed) {  // not in the inventory (yet): the device's series by name
+      ports_.emplace_back(a.device, span.rdma_port);
+      names.push_back(PortName(a.device, span.rdma_port));
+    }
+  }
+  description_ = absl::StrCat("NICs nearest ", gpu_name, " (", PciRelationName(*nearest),
+                              "): ", absl::StrJoin(names, ", "));
+  return true;
+}
+
+SpanScope::SpanScope(const Span& span, const std::vector<PortInfo>& ports,
+                     const HostTopology* topology) {
+  const bool hinted = !span.rdma_device.empty() || !span.netdev.empty();
+  if (!hinted) {
+    if (!span.gpu.empty() && ScopeToGpu(span, ports, topology)) return;
+    CoverEveryPort(ports);
+    if (description_.empty()) description_ = ports.empty() ? "every series" : "every port";
+    return;
+  }
+  std::vector<std::string> names;
   if (!span.rdma_device.empty()) {
     ports_.emplace_back(span.rdma_device, span.rdma_port);
+    names.push_back(PortName(span.rdma_device, span.rdma_port));
     for (const PortInfo& p : ports) {
       if (p.device == span.rdma_device && (span.rdma_port == 0 || p.port == span.rdma_port) &&
           !p.netdev.empty()) {
@@ -207,9 +269,15 @@ SpanScope::SpanScope(const Span& span, const std::vector<PortInfo>& ports) {
   }
   if (!span.netdev.empty()) {
     netdevs_.push_back(span.netdev);
+    names.push_back(span.netdev);
     for (const PortInfo& p : ports) {
       if (p.netdev == span.netdev) ports_.emplace_back(p.device, p.port);
     }
+  }
+  description_ = absl::StrCat("span hint: ", absl::StrJoin(names, ", "));
+  if (!span.gpu.empty()) {
+    absl::StrAppend(&description_, " (fabricscope.gpu ", span.gpu,
+                    " not used: an explicit NIC hint wins)");
   }
 }
 
@@ -252,7 +320,11 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
   const int64_t baseline_ns = absl::ToInt64Nanoseconds(options_.baseline_window);
   const int64_t gap_ns = absl::ToInt64Nanoseconds(options_.max_sample_gap);
 
-  const SpanScope scope(span, ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{});
+  const std::vector<PortInfo> ports = ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{};
+  std::optional<HostTopology> topology;  // copied only for a GPU-scoped span
+  if (ports_ != nullptr && SpanScope::UsesGpuHint(span)) topology = ports_->Topology();
+  const SpanScope scope(span, ports, topology.has_value() ? &*topology : nullptr);
+  out.scope = scope.description();
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
   size_t uncovered_empty = 0;  // congestion series with no sample reaching the window
   for (const SeriesSnapshot& snap : all) {

@@ -46,6 +46,18 @@
 // hints, every port in the inventory (every series when the inventory is
 // empty).
 //
+// GPU scope: a span with a fabricscope.gpu hint (PCI bus id in any of the
+// forms HostTopology::FindGpu accepts, or a decimal GPU index) and no
+// rdma.device or network.interface.name hint is scoped to the RDMA devices
+// whose PCI relation to that GPU is the closest class present in the host
+// topology's affinity map (PIX, then PXB, PHB, NODE, SYS: every device with
+// the minimum relation), i.e. their ports in the inventory and those ports'
+// netdevs; an rdma.port hint narrows that to the port with that number. An
+// explicit rdma.device or netdev hint wins over the GPU hint. A GPU the
+// topology does not know, or one without affinity entries, falls back to
+// every port, and SpanCorrelation::scope says so. The topology is copied
+// from the inventory once per GPU-scoped span (only for those).
+//
 // Thread-safety: Correlate() is const and thread-safe (it only reads the
 // store). The store must outlive the correlator.
 #pragma once
@@ -69,6 +81,7 @@ namespace fabricscope {
 
 class PortInventory;
 class Store;
+struct HostTopology;
 struct PortInfo;
 
 struct CorrelationOptions {
@@ -161,6 +174,11 @@ struct SpanCorrelation {
   Verdict verdict = Verdict::kUnknown;
   // Why the verdict is unknown (or a summary for fabric/clean), for humans.
   std::string reason;
+  // Which ports the span was correlated with and why, for humans
+  // (SpanScope::description()): "every port", "span hint: mlx5_0/1",
+  // "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1",
+  // "GPU 7 unknown to the topology: every port".
+  std::string scope;
   // Series in scope: congestion series first ranked by score (descending),
   // then context series. The anomalous ones are the prefix with anomalous=true.
   std::vector<SeriesCorrelation> series;
@@ -192,16 +210,35 @@ class Correlator {
 };
 
 // Scope matching, exposed for tests: whether a series at `key` belongs to the
-// span's scope given the port inventory.
+// span's scope given the port inventory and, for a GPU hint, the host
+// topology (see "GPU scope" above).
 class SpanScope {
  public:
-  SpanScope(const Span& span, const std::vector<PortInfo>& ports);
+  // `topology` may be null (none known): a GPU hint then falls back to every
+  // port. Neither argument is retained.
+  SpanScope(const Span& span, const std::vector<PortInfo>& ports,
+            const HostTopology* topology = nullptr);
+
+  // Whether the span's GPU hint is the one that scopes it (no explicit NIC
+  // hint): only then does the scope need the topology.
+  static bool UsesGpuHint(const Span& span);
+
   bool Contains(const SeriesKey& key) const;
+  // How the scope was chosen, for humans (SpanCorrelation::scope).
+  const std::string& description() const { return description_; }
 
  private:
+  // Every port of the inventory (every series when it is empty).
+  void CoverEveryPort(const std::vector<PortInfo>& ports);
+  // The GPU-scoped case; false (nothing set) when the GPU or its placement is
+  // unknown, with the reason in `description_`.
+  bool ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
+                  const HostTopology* topology);
+
   bool all_ = false;
   std::vector<std::pair<std::string, uint32_t>> ports_;  // port 0: every port of the device
   std::vector<std::string> netdevs_;
+  std::string description_;
 };
 
 }  // namespace fabricscope

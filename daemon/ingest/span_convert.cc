@@ -75,6 +75,8 @@ void ApplyWellKnown(SpanKind explicit_kind, const SpanKindClassifier& classifier
       if (auto k = ParseSpanKindName(value); k.has_value()) attr_kind = *k;
     } else if (key == "fabricscope.stall") {
       if (absl::EqualsIgnoreCase(value, "true")) span->stall_flag = true;
+    } else if (key == "fabricscope.gpu") {
+      if (span->gpu.empty()) span->gpu = std::string(absl::StripAsciiWhitespace(value));
     } else if (key == "rdma.device") {
       if (span->rdma_device.empty()) span->rdma_device = value;
     } else if (key == "rdma.port") {
@@ -225,6 +227,7 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
   out->rdma_device = in.rdma_device();
   out->rdma_port = in.rdma_port();
   out->netdev = in.network_interface_name();
+  out->gpu.clear();
   out->stall_flag = in.stall();
   out->protocol = "native";
   ApplyWellKnown(FromNativeKind(in.kind()), *ctx.classifier, out);
@@ -276,6 +279,7 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   out->rdma_device.clear();
   out->rdma_port = 0;
   out->netdev.clear();
+  out->gpu.clear();
   out->stall_flag = false;
   out->protocol = "otlp";
   ApplyWellKnown(SpanKind::kUnspecified, *ctx.classifier, out);

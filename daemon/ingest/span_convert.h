@@ -8,8 +8,10 @@
 //    key + value length against max_attribute_bytes -> attribute_too_large;
 //  - copy the attributes as strings and then read the well-known ones:
 //    fabricscope.kind, fabricscope.stall ("true"), and the scope hints
-//    rdma.device, rdma.port (decimal), network.interface.name. A hint that does
-//    not parse (rdma.port "x") is ignored; the attribute is still kept.
+//    rdma.device, rdma.port (decimal), network.interface.name and
+//    fabricscope.gpu (a PCI bus id or GPU index, kept verbatim; resolved by
+//    the correlator against the host topology). A hint that does not parse
+//    (rdma.port "x") is ignored; the attribute is still kept.
 //  - set the kind: explicit (native `kind` field) > fabricscope.kind > the
 //    classifier on the name > other.
 // ValidateSpan (span_validation.h) runs after conversion.

@@ -142,6 +142,10 @@ std::vector<PortInfo> QueryEngine::Ports() const {
   return ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{};
 }
 
+HostTopology QueryEngine::Topology() const {
+  return ports_ != nullptr ? ports_->Topology() : HostTopology{};
+}
+
 absl::Status QueryEngine::Record(const QueryTimeRange& range, RecordSink& sink) const {
   int64_t from = 0, to = 0;
   if (!Resolve(range, &from, &to)) return absl::InvalidArgumentError(kBackwards);

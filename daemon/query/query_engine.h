@@ -153,6 +153,10 @@ class QueryEngine {
   // The port inventory.
   std::vector<PortInfo> Ports() const;
 
+  // A copy of the host topology (link partners, PCI placement, GPUs; empty
+  // without an inventory): read once per call by whoever names partners.
+  HostTopology Topology() const;
+
   // Walks what a recording of `range` (0 = unset) holds into `sink`: every
   // series with samples in it (all of them), then every span overlapping it.
   // INVALID_ARGUMENT: a backwards range; else the sink's first error, or OK.

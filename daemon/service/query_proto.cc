@@ -39,6 +39,16 @@ v1::SpanKind SpanKindToProto(SpanKind k) {
   return v1::SPAN_KIND_UNSPECIFIED;
 }
 
+// Sets out's partner from `topology` when it knows the port's.
+template <typename Message>
+void FillPartner(const HostTopology* topology, const std::string& device, uint32_t port,
+                 const std::string& netdev, Message* out) {
+  if (topology == nullptr) return;
+  if (const LinkPartner* p = topology->FindPartner(device, port, netdev); p != nullptr) {
+    LinkPartnerToProto(*p, out->mutable_partner());
+  }
+}
+
 void FillSignal(const SeriesCorrelation& s, v1::SignalCorrelation* out) {
   out->set_signal(s.signal);
   out->set_signal_class(std::string(SignalClassName(s.signal_class)));
@@ -109,7 +119,16 @@ EventsQuery EventsQueryFromProto(const v1::EventsRequest& request) {
   return q;
 }
 
-void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict* out) {
+void LinkPartnerToProto(const LinkPartner& partner, v1::LinkPartner* out) {
+  out->set_system_name(partner.system_name);
+  out->set_port_id(partner.port_id);
+  out->set_chassis_id(partner.chassis_id);
+  out->set_port_description(partner.port_description);
+  out->set_source(partner.source);
+}
+
+void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict* out,
+                     const HostTopology* topology) {
   out->set_trace_id(std::string(span.trace_id.begin(), span.trace_id.end()));
   out->set_span_id(std::string(span.span_id.begin(), span.span_id.end()));
   out->set_name(span.name);
@@ -123,7 +142,13 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
   out->set_network_interface_name(span.netdev);
   out->set_congestion_series(static_cast<uint32_t>(c.congestion_series));
   out->set_covered_series(static_cast<uint32_t>(c.covered_series));
-  for (const SeriesCorrelation& s : c.series) FillSignal(s, out->add_signals());
+  out->set_gpu(span.gpu);
+  out->set_scope(c.scope);
+  for (const SeriesCorrelation& s : c.series) {
+    v1::SignalCorrelation* signal = out->add_signals();
+    FillSignal(s, signal);
+    FillPartner(topology, s.device, s.port, s.netdev, signal);
+  }
 }
 
 void SeriesToProto(const SeriesSamples& s, v1::SeriesData* d) {
@@ -147,7 +172,7 @@ void SeriesToProto(const SeriesSamples& s, v1::SeriesData* d) {
   }
 }
 
-void EventToProto(const DetectorEvent& e, v1::Event* out) {
+void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* topology) {
   out->set_id(e.id);
   out->set_detector(e.detector);
   out->set_kind(e.kind);
@@ -162,9 +187,10 @@ void EventToProto(const DetectorEvent& e, v1::Event* out) {
   out->set_active(e.active());
   out->set_peak(e.peak);
   out->set_summary(e.summary);
+  FillPartner(topology, e.device, e.port, e.netdev, out);
 }
 
-void PortToProto(const PortInfo& p, v1::Port* out) {
+void PortToProto(const PortInfo& p, v1::Port* out, const HostTopology* topology) {
   out->set_device(p.device);
   out->set_port(p.port);
   out->set_netdev(p.netdev);
@@ -172,6 +198,7 @@ void PortToProto(const PortInfo& p, v1::Port* out) {
   out->set_state(p.state);
   out->set_rate(p.rate);
   out->set_present(p.present);
+  FillPartner(topology, p.device, p.port, p.netdev, out);
 }
 
 void SpanToProto(const Span& span, v1::Span* out) {

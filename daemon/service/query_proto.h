@@ -16,6 +16,7 @@
 #include "daemon/query/query_engine.h"
 #include "daemon/spans/span.h"
 #include "fabricscope/v1/query.pb.h"
+#include "store/port_inventory.h"
 #include "store/store.h"
 
 namespace fabricscope {
@@ -26,12 +27,17 @@ SeriesQuery SeriesQueryFromProto(const v1::SeriesRequest& request);
 EventsQuery EventsQueryFromProto(const v1::EventsRequest& request);
 QueryTimeRange TimeRangeFromProto(const v1::TimeRange& range);
 
-// Answers (plain -> wire).
+// Answers (plain -> wire). Where `topology` is given (QueryEngine::Topology(),
+// read once per call), each port, event and signal gets its link partner
+// (HostTopology::FindPartner by device/port, else netdev); null or no partner:
+// the `partner` field stays absent.
 // A span's verdict with every series of `correlation` (the engine trims them).
-void FillSpanVerdict(const Span& span, const SpanCorrelation& correlation, v1::SpanVerdict* out);
+void FillSpanVerdict(const Span& span, const SpanCorrelation& correlation, v1::SpanVerdict* out,
+                     const HostTopology* topology = nullptr);
 void SeriesToProto(const SeriesSamples& series, v1::SeriesData* out);
-void EventToProto(const DetectorEvent& e, v1::Event* out);
-void PortToProto(const PortInfo& p, v1::Port* out);
+void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* topology = nullptr);
+void PortToProto(const PortInfo& p, v1::Port* out, const HostTopology* topology = nullptr);
+void LinkPartnerToProto(const LinkPartner& partner, v1::LinkPartner* out);
 // A held span (ids, name, kind, times, attributes).
 void SpanToProto(const Span& span, v1::Span* out);
 

@@ -43,8 +43,9 @@ grpc::Status QueryService::Correlate(grpc::ServerContext*, const v1::CorrelateRe
                                      v1::CorrelateResponse* response) {
   auto spans = engine_->Correlate(CorrelateQueryFromProto(*request));
   if (!spans.ok()) return ToGrpcStatus(spans.status());
+  const HostTopology topology = engine_->Topology();
   for (const CorrelatedSpan& s : *spans) {
-    FillSpanVerdict(*s.span, s.correlation, response->add_spans());
+    FillSpanVerdict(*s.span, s.correlation, response->add_spans(), &topology);
   }
   return grpc::Status::OK;
 }
@@ -61,13 +62,15 @@ grpc::Status QueryService::Events(grpc::ServerContext*, const v1::EventsRequest*
                                   v1::EventsResponse* response) {
   auto events = engine_->Events(EventsQueryFromProto(*request));
   if (!events.ok()) return ToGrpcStatus(events.status());
-  for (const DetectorEvent& e : *events) EventToProto(e, response->add_events());
+  const HostTopology topology = engine_->Topology();
+  for (const DetectorEvent& e : *events) EventToProto(e, response->add_events(), &topology);
   return grpc::Status::OK;
 }
 
 grpc::Status QueryService::Ports(grpc::ServerContext*, const v1::PortsRequest*,
                                  v1::PortsResponse* response) {
-  for (const PortInfo& p : engine_->Ports()) PortToProto(p, response->add_ports());
+  const HostTopology topology = engine_->Topology();
+  for (const PortInfo& p : engine_->Ports()) PortToProto(p, response->add_ports(), &topology);
   return grpc::Status::OK;
 }
 

@@ -43,6 +43,12 @@ struct Span {
   std::string rdma_device;
   uint32_t rdma_port = 0;
   std::string netdev;
+  // GPU scope hint (attribute fabricscope.gpu): the GPU the span's work ran
+  // on, as a PCI bus id ("0000:1b:00.0", "1b:00.0", nvidia-smi's
+  // "00000000:1B:00.0") or a decimal GPU index, verbatim. Without a NIC hint
+  // above, the correlator scopes the span to the RDMA ports nearest that GPU
+  // on the PCI tree (daemon/correlate/correlator.h).
+  std::string gpu;
   // Explicit stall flag (attribute fabricscope.stall=true).
   bool stall_flag = false;
   // Which protocol delivered it: "native" or "otlp".

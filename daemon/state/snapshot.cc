@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/signals.h"
 
@@ -296,6 +297,15 @@ bool DecodeSpan(absl::string_view payload, Span* s) {
   s->netdev = r.Str();
   s->stall_flag = r.U8() != 0;
   s->protocol = r.Str();
+  // The GPU hint is not a record field (format version 1 predates it): it is
+  // the fabricscope.gpu attribute, which the record holds.
+  s->gpu.clear();
+  for (const auto& [k, v] : s->attributes) {
+    if (k == "fabricscope.gpu") {
+      s->gpu = std::string(absl::StripAsciiWhitespace(v));
+      break;
+    }
+  }
   return r.ok() && r.done() && s->end_unix_nano >= s->start_unix_nano;
 }
 

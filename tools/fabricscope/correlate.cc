@@ -26,12 +26,13 @@ absl::string_view VerdictText(v1::Verdict v) {
   }
 }
 
-// "eth2 prio 3 rx", "mlx5_0/1", "mlx5_0/1 eth2".
+// "eth2 prio 3 rx", "mlx5_0/1", "mlx5_0/1 eth2", "eth2 -> leaf07 Ethernet1/12 prio 3 rx".
 std::string Where(const v1::SignalCorrelation& s) {
   std::string w;
   if (!s.device().empty())
     absl::StrAppend(&w, s.device(), s.port() ? absl::StrCat("/", s.port()) : "");
   if (!s.netdev().empty()) absl::StrAppend(&w, w.empty() ? "" : " ", s.netdev());
+  absl::StrAppend(&w, PartnerArrow(s));
   if (!s.priority().empty()) absl::StrAppend(&w, " prio ", s.priority());
   if (!s.direction().empty()) absl::StrAppend(&w, " ", s.direction());
   return w;
@@ -60,7 +61,8 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
         ",\"start_unix_nano\":", v.start_unix_nano(), ",\"end_unix_nano\":", v.end_unix_nano(),
         ",\"stall\":", v.stall() ? "true" : "false",
         ",\"verdict\":", JsonString(VerdictText(v.verdict())),
-        ",\"reason\":", JsonString(v.reason()), ",\"signals\":[");
+        ",\"reason\":", JsonString(v.reason()), ",\"scope\":", JsonString(v.scope()),
+        ",\"signals\":[");
     for (int j = 0; j < v.signals_size(); ++j) {
       const v1::SignalCorrelation& s = v.signals(j);
       absl::StrAppend(
@@ -74,7 +76,7 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
           ",\"peak_rate\":", JsonNumber(s.peak_rate()),
           ",\"pause_fraction\":", JsonNumber(s.pause_fraction()),
           ",\"score\":", JsonNumber(s.score()), ",\"anomalous\":", s.anomalous() ? "true" : "false",
-          ",\"coverage\":", JsonNumber(s.coverage()), "}");
+          ",\"coverage\":", JsonNumber(s.coverage()), PartnerJsonMember(s), "}");
     }
     absl::StrAppend(&out, "]}");
   }
@@ -94,6 +96,7 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
         v.stall() ? "  STALL" : "", "  ", verdict, "  trace ", Hex(v.trace_id()), " span ",
         Hex(v.span_id()), "\n");
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
+    if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
     for (const v1::SignalCorrelation& s : v.signals()) {
       absl::StrAppend(&out, absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n",

@@ -11,10 +11,17 @@
 // --output json prints one JSON array; each element:
 //   {"trace_id": HEX, "span_id": HEX, "name": ..., "start_unix_nano": N,
 //    "end_unix_nano": N, "stall": bool, "verdict": "fabric"|"clean"|"unknown",
-//    "reason": ..., "signals": [{"signal", "signal_class", "device", "port",
-//    "netdev", "priority", "direction", "counter", "delta", "rate",
-//    "baseline_rate", "peak_rate", "pause_fraction", "score", "coverage"}]}
+//    "reason": ..., "scope": ..., "signals": [{"signal", "signal_class",
+//    "device", "port", "netdev", "priority", "direction", "counter", "delta",
+//    "rate", "baseline_rate", "peak_rate", "pause_fraction", "score",
+//    "coverage", "partner"}]}
 // with signals ranked by score (anomalous only, unless --all-series).
+// "scope" says which ports the span was correlated with and why ("every
+// port", "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1", ...; the human
+// output prints it as a "scope:" line). "partner" is present only where the
+// daemon's topology knows the other end of the signal's port:
+//   {"system_name", "port_id", "chassis_id", "port_description", "source"};
+// the human output appends it to the port: "eth2 -> leaf07 Ethernet1/12".
 #pragma once
 
 #include <iosfwd>

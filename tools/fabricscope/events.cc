@@ -18,7 +18,7 @@ std::string EventJson(const v1::Event& e) {
       ",\"direction\":", JsonString(e.direction()), ",\"start_unix_nano\":", e.start_unix_nano(),
       ",\"end_unix_nano\":", e.active() ? "null" : absl::StrCat(e.end_unix_nano()),
       ",\"detected_unix_nano\":", e.detected_unix_nano(), ",\"peak\":", JsonNumber(e.peak()),
-      ",\"summary\":", JsonString(e.summary()), "}");
+      ",\"summary\":", JsonString(e.summary()), PartnerJsonMember(e), "}");
 }
 
 std::string EventsJson(const v1::EventsResponse& response) {
@@ -39,9 +39,17 @@ std::string EventsHuman(const v1::EventsResponse& response) {
         e.active() ? "active"
                    : FormatDurationShort(static_cast<int64_t>(e.end_unix_nano()) -
                                          static_cast<int64_t>(e.start_unix_nano()));
+    std::string summary = e.summary();
+    if (e.has_partner()) {  // "(eth2 -> leaf07 Ethernet1/12)"
+      const std::string port =
+          !e.netdev().empty()
+              ? e.netdev()
+              : absl::StrCat(e.device(), e.port() ? absl::StrCat("/", e.port()) : "");
+      absl::StrAppend(&summary, " (", port, PartnerArrow(e), ")");
+    }
     absl::StrAppend(&out, absl::StrFormat("%-27s %-9s %-17s %-29s %s\n",
                                           FormatUnixNano(static_cast<int64_t>(e.start_unix_nano())),
-                                          duration, e.detector(), e.kind(), e.summary()));
+                                          duration, e.detector(), e.kind(), summary));
   }
   return out;
 }

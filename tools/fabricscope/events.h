@@ -7,7 +7,10 @@
 // JSON (--output json): a list of
 //   {"detector", "kind", "device", "port", "netdev", "priority", "direction",
 //    "start_unix_nano", "end_unix_nano" (null while active), "detected_unix_nano"
-//    (when the detector declared it), "peak", "summary"}
+//    (when the detector declared it), "peak", "summary", "partner" (only where
+//    the daemon's topology knows the other end of the event's port: {"system_name",
+//    "port_id", "chassis_id", "port_description", "source"})}
+// The human output appends the partner to the summary: "(eth2 -> leaf07 Ethernet1/12)".
 #pragma once
 
 #include <string>

@@ -18,7 +18,7 @@ std::string PortsJson(const v1::PortsResponse& response) {
                     ",\"port\":", p.port(), ",\"netdev\":", JsonString(p.netdev()),
                     ",\"link_layer\":", JsonString(p.link_layer()),
                     ",\"state\":", JsonString(p.state()), ",\"rate\":", JsonString(p.rate()),
-                    ",\"present\":", p.present() ? "true" : "false", "}");
+                    ",\"present\":", p.present() ? "true" : "false", PartnerJsonMember(p), "}");
   }
   absl::StrAppend(&out, response.ports_size() ? "\n]\n" : "]\n");
   return out;
@@ -30,9 +30,9 @@ std::string PortsHuman(const v1::PortsResponse& response) {
                                     "LINK", "STATE", "RATE");
   for (const v1::Port& p : response.ports()) {
     absl::StrAppend(
-        &out, absl::StrFormat("%-12s %-5d %-12s %-11s %-8s %s%s\n", p.device(), p.port(),
+        &out, absl::StrFormat("%-12s %-5d %-12s %-11s %-8s %s%s%s\n", p.device(), p.port(),
                               p.netdev().empty() ? "-" : p.netdev(), p.link_layer(), p.state(),
-                              p.rate(), p.present() ? "" : "  (gone)"));
+                              p.rate(), p.present() ? "" : "  (gone)", PartnerArrow(p)));
   }
   return out;
 }

@@ -1,7 +1,10 @@
 // `fabricscope ports [--server HOST:PORT] [--output human|json]`: the RDMA
 // port inventory of the host (Query.Ports).
 //
-// JSON: [{"device", "port", "netdev", "link_layer", "state", "rate", "present"}].
+// JSON: [{"device", "port", "netdev", "link_layer", "state", "rate", "present",
+// "partner"}]; "partner" (the other end of the link: {"system_name", "port_id",
+// "chassis_id", "port_description", "source"}) only where the daemon's
+// topology knows it. The human output appends "-> leaf07 Ethernet1/12".
 #pragma once
 
 #include <iosfwd>

@@ -138,4 +138,20 @@ absl::StatusOr<absl::Duration> ParseSince(absl::string_view text) {
 
 int64_t NowUnixNano() { return absl::ToUnixNanos(absl::Now()); }
 
+std::string PartnerName(const v1::LinkPartner& partner) {
+  const std::string& system =
+      partner.system_name().empty() ? partner.chassis_id() : partner.system_name();
+  if (system.empty()) return partner.port_id();
+  if (partner.port_id().empty()) return system;
+  return absl::StrCat(system, " ", partner.port_id());
+}
+
+std::string PartnerJson(const v1::LinkPartner& partner) {
+  return absl::StrCat("{\"system_name\":", JsonString(partner.system_name()),
+                      ",\"port_id\":", JsonString(partner.port_id()),
+                      ",\"chassis_id\":", JsonString(partner.chassis_id()),
+                      ",\"port_description\":", JsonString(partner.port_description()),
+                      ",\"source\":", JsonString(partner.source()), "}");
+}
+
 }  // namespace fabricscope::cli

@@ -46,4 +46,21 @@ absl::StatusOr<absl::Duration> ParseSince(absl::string_view text);
 // Unix nanoseconds now.
 int64_t NowUnixNano();
 
+// Link partners (query.proto LinkPartner) as every subcommand prints them.
+// "leaf07 Ethernet1/12": the system name (the chassis id when the name is
+// empty) and the port id.
+std::string PartnerName(const v1::LinkPartner& partner);
+// {"system_name", "port_id", "chassis_id", "port_description", "source"}.
+std::string PartnerJson(const v1::LinkPartner& partner);
+// For a message with an optional `partner` (Port, Event, SignalCorrelation):
+// " -> leaf07 Ethernet1/12" / ",\"partner\":{...}" when it has one, else "".
+template <typename Message>
+std::string PartnerArrow(const Message& m) {
+  return m.has_partner() ? " -> " + PartnerName(m.partner()) : std::string();
+}
+template <typename Message>
+std::string PartnerJsonMember(const Message& m) {
+  return m.has_partner() ? ",\"partner\":" + PartnerJson(m.partner()) : std::string();
+}
+
 }  // namespace fabricscope::cli

@@ -114,6 +114,16 @@ TopModel::Row& TopModel::RowFor(const v1::SeriesData& d) {
   row.port = port;
   row.netdev = netdev;
   row.priority = prio;
+  row.has_partner = false;
+  for (const v1::Port& p : ports_) {
+    const bool same = (!device.empty() && p.device() == device && p.port() == port) ||
+                      (!netdev.empty() && p.netdev() == netdev);
+    if (same && p.has_partner()) {
+      row.has_partner = true;
+      row.partner = p.partner();
+      break;
+    }
+  }
   return row;
 }
 
@@ -161,13 +171,22 @@ std::vector<std::string> TopModel::ActiveOn(const Row& row) const {
 std::string TopModel::RenderHuman(int64_t now_ns) const {
   std::string out = absl::StrCat("fabricscope top  ", FormatUnixNano(now_ns),
                                  "   current (peak since start)   q or Ctrl-C quits\n\n");
-  absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", "PORT", "NETDEV", "PRIO"));
+  const bool partners =
+      std::any_of(rows_.begin(), rows_.end(), [](const auto& r) { return r.second.has_partner; });
+  absl::StrAppend(&out, absl::StrFormat("%-12s %-10s", "PORT", "NETDEV"));
+  if (partners) absl::StrAppend(&out, absl::StrFormat(" %-24s", "PARTNER"));
+  absl::StrAppend(&out, absl::StrFormat(" %-6s", "PRIO"));
   for (const char* t : kColumnTitles) absl::StrAppend(&out, absl::StrFormat(" %17s", t));
   absl::StrAppend(&out, "  ACTIVE\n");
   for (const auto& [key, row] : rows_) {
     std::string port = row.device.empty() ? "-" : absl::StrCat(row.device, "/", row.port);
-    absl::StrAppend(&out, absl::StrFormat("%-12s %-10s %-6s", port,
-                                          row.netdev.empty() ? "-" : row.netdev, row.priority));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-12s %-10s", port, row.netdev.empty() ? "-" : row.netdev));
+    if (partners) {
+      absl::StrAppend(&out, absl::StrFormat(" %-24s", row.has_partner ? PartnerName(row.partner)
+                                                                      : std::string("-")));
+    }
+    absl::StrAppend(&out, absl::StrFormat(" %-6s", row.priority));
     for (const Cell& c : row.cells) {
       absl::StrAppend(&out,
                       absl::StrFormat(" %17s", c.seen ? absl::StrCat(FormatRate(c.current), " (",
@@ -195,9 +214,10 @@ std::string TopModel::RenderJson(int64_t now_ns) const {
   std::string out = absl::StrCat("{\"ts_unix_nano\":", now_ns, ",\"rows\":[");
   bool first = true;
   for (const auto& [key, row] : rows_) {
-    absl::StrAppend(&out, first ? "" : ",", "{\"device\":", JsonString(row.device),
-                    ",\"port\":", row.port, ",\"netdev\":", JsonString(row.netdev),
-                    ",\"priority\":", JsonString(row.priority), ",\"active\":[");
+    absl::StrAppend(
+        &out, first ? "" : ",", "{\"device\":", JsonString(row.device), ",\"port\":", row.port,
+        ",\"netdev\":", JsonString(row.netdev), ",\"priority\":", JsonString(row.priority),
+        row.has_partner ? ",\"partner\":" + PartnerJson(row.partner) : "", ",\"active\":[");
     const std::vector<std::string> active = ActiveOn(row);
     for (size_t i = 0; i < active.size(); ++i) {
       absl::StrAppend(&out, i ? "," : "", JsonString(active[i]));

@@ -17,8 +17,12 @@
 // scripts). On a terminal the screen is redrawn in place; otherwise frames
 // are printed one after another. --output json prints one JSON object per
 // refresh: {"ts_unix_nano": N, "rows": [{"device", "port", "netdev",
-// "priority", "active": ["detector/kind"...], "<column>": {"current", "peak"}...}],
-// "active_events": [... as `fabricscope events --output json`]}.
+// "priority", "partner", "active": ["detector/kind"...], "<column>": {"current",
+// "peak"}...}], "active_events": [... as `fabricscope events --output json`]}.
+// The link partner of a row's port comes with Query.Ports: "partner" is
+// present only where the daemon's topology knows it ({"system_name",
+// "port_id", "chassis_id", "port_description", "source"}); the human view
+// then has a PARTNER column ("leaf07 Ethernet1/12").
 #pragma once
 
 #include <iosfwd>
@@ -49,6 +53,8 @@ class TopModel {
     uint32_t port = 0;
     std::string netdev;
     std::string priority;  // "-" when the signals have none
+    bool has_partner = false;
+    v1::LinkPartner partner;  // the port's, from SetPorts, when has_partner
     Cell cells[kNumTopColumns];
   };
 

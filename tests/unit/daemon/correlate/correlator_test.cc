@@ -406,5 +406,186 @@ TEST(FloorsTest, ParseValidatesClassAndValue) {
   EXPECT_THAT(FormatFloors(CorrelationOptions::DefaultFloors()), ::testing::HasSubstr("ecn=1000"));
 }
 
+// ---------------------------------------------------------------------------
+// GPU scope.
+
+// Ports mlx5_0/1 (eth0), mlx5_0/2 (eth0b), mlx5_1/1 (eth1), mlx5_2/1 (eth2),
+// mlx5_3/1 (eth3); GPU 0 at 1b:00.0 is PIX to mlx5_0, GPU 1 at 3d:00.0 is PXB
+// to mlx5_1 and mlx5_2 and NODE to mlx5_0, GPU 2 at 9a:00.0 has no affinity
+// entries, GPU 3 at b0:00.0 is PIX to mlx5_9 (not in the inventory).
+class GpuScopeTest : public ::testing::Test {
+ protected:
+  GpuScopeTest() {
+    ports_ = {{"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "", true},
+              {"mlx5_0", 2, "eth0b", "Ethernet", "ACTIVE", "", true},
+              {"mlx5_1", 1, "eth1", "Ethernet", "ACTIVE", "", true},
+              {"mlx5_2", 1, "eth2", "Ethernet", "ACTIVE", "", true},
+              {"mlx5_3", 1, "eth3", "Ethernet", "ACTIVE", "", true}};
+    topo_.gpus = {{"0000:1b:00.0", 0, "nvidia", "H100", 0},
+                  {"0000:3d:00.0", 1, "nvidia", "H100", 0},
+                  {"0000:9a:00.0", 2, "nvidia", "H100", 1},
+                  {"0000:b0:00.0", 3, "nvidia", "H100", 1}};
+    auto add = [this](const char* gpu, int index, const char* device, PciRelation r) {
+      topo_.affinity.push_back({gpu, index, device, r});
+    };
+    // Listed farthest first: the order of the entries must not matter.
+    add("0000:1b:00.0", 0, "mlx5_3", PciRelation::kSys);
+    add("0000:1b:00.0", 0, "mlx5_2", PciRelation::kSys);
+    add("0000:1b:00.0", 0, "mlx5_1", PciRelation::kNode);
+    add("0000:1b:00.0", 0, "mlx5_0", PciRelation::kPix);
+    add("0000:3d:00.0", 1, "mlx5_3", PciRelation::kSys);
+    add("0000:3d:00.0", 1, "mlx5_0", PciRelation::kNode);
+    add("0000:3d:00.0", 1, "mlx5_1", PciRelation::kPxb);
+    add("0000:3d:00.0", 1, "mlx5_2", PciRelation::kPxb);
+    add("0000:b0:00.0", 3, "mlx5_9", PciRelation::kPix);
+  }
+
+  static Span WithGpu(const std::string& gpu) {
+    Span s;
+    s.gpu = gpu;
+    return s;
+  }
+  static SeriesKey Dev(const std::string& device, uint32_t port) {
+    return {"hw_counters", "np_ecn_marked_roce_packets", device, port, ""};
+  }
+  static SeriesKey Net(const std::string& netdev) {
+    return {"ethtool", "rx_prio3_pause_duration", "", 0, netdev};
+  }
+  // Which of the inventory's ports (by device/port and by netdev) are in scope.
+  std::vector<std::string> InScope(const SpanScope& scope) const {
+    std::vector<std::string> out;
+    for (const PortInfo& p : ports_) {
+      if (scope.Contains(Dev(p.device, p.port))) out.push_back(absl::StrCat(p.device, "/", p.port));
+      if (scope.Contains(Net(p.netdev))) out.push_back(p.netdev);
+    }
+    return out;
+  }
+
+  std::vector<PortInfo> ports_;
+  HostTopology topo_;
+};
+
+TEST_F(GpuScopeTest, GpuHintScopesToThePixNicAndItsNetdevs) {
+  const SpanScope scope(WithGpu("0000:1b:00.0"), ports_, &topo_);
+  EXPECT_THAT(InScope(scope), ::testing::ElementsAre("mlx5_0/1", "eth0", "mlx5_0/2", "eth0b"));
+  EXPECT_EQ(scope.description(), "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1, mlx5_0/2");
+}
+
+TEST_F(GpuScopeTest, EveryBusIdFormAndTheIndexNameTheSameGpu) {
+  for (const char* form : {"0000:1b:00.0", "1b:00.0", "00000000:1B:00.0", "0000:1B:00.0", "0"}) {
+    const SpanScope scope(WithGpu(form), ports_, &topo_);
+    EXPECT_THAT(InScope(scope), ::testing::ElementsAre("mlx5_0/1", "eth0", "mlx5_0/2", "eth0b"))
+        << form;
+    EXPECT_EQ(scope.description(), "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1, mlx5_0/2")
+        << form;
+  }
+  const SpanScope by_index(WithGpu("1"), ports_, &topo_);
+  EXPECT_THAT(InScope(by_index), ::testing::ElementsAre("mlx5_1/1", "eth1", "mlx5_2/1", "eth2"));
+}
+
+TEST_F(GpuScopeTest, PxbBeatsNodeAndEveryDeviceOfTheClosestClassIsInScope) {
+  const SpanScope scope(WithGpu("3d:00.0"), ports_, &topo_);
+  EXPECT_THAT(InScope(scope), ::testing::ElementsAre("mlx5_1/1", "eth1", "mlx5_2/1", "eth2"));
+  EXPECT_EQ(scope.description(), "NICs nearest GPU 0000:3d:00.0 (PXB): mlx5_1/1, mlx5_2/1");
+}
+
+TEST_F(GpuScopeTest, RdmaPortNarrowsTheNearestDevicesToThatPort) {
+  Span s = WithGpu("0000:1b:00.0");
+  s.rdma_port = 2;
+  const SpanScope scope(s, ports_, &topo_);
+  EXPECT_THAT(InScope(scope), ::testing::ElementsAre("mlx5_0/2", "eth0b"));
+  EXPECT_EQ(scope.description(), "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/2");
+}
+
+TEST_F(GpuScopeTest, ExplicitNicHintWinsOverTheGpu) {
+  Span by_netdev = WithGpu("0000:1b:00.0");
+  by_netdev.netdev = "eth3";
+  EXPECT_FALSE(SpanScope::UsesGpuHint(by_netdev));
+  const SpanScope a(by_netdev, ports_, &topo_);
+  EXPECT_THAT(InScope(a), ::testing::ElementsAre("mlx5_3/1", "eth3"));
+  EXPECT_EQ(a.description(),
+            "span hint: eth3 (fabricscope.gpu 0000:1b:00.0 not used: an explicit NIC hint wins)");
+
+  Span by_device = WithGpu("0");
+  by_device.rdma_device = "mlx5_2";
+  by_device.rdma_port = 1;
+  const SpanScope b(by_device, ports_, &topo_);
+  EXPECT_THAT(InScope(b), ::testing::ElementsAre("mlx5_2/1", "eth2"));
+  EXPECT_THAT(b.description(), ::testing::StartsWith("span hint: mlx5_2/1 (fabricscope.gpu 0 "));
+  EXPECT_TRUE(SpanScope::UsesGpuHint(WithGpu("0")));
+}
+
+TEST_F(GpuScopeTest, UnknownGpuFallsBackToEveryPortAndSaysSo) {
+  const std::vector<std::string> every = {"mlx5_0/1", "eth0", "mlx5_0/2", "eth0b",
+                                          "mlx5_1/1", "eth1", "mlx5_2/1", "eth2",
+                                          "mlx5_3/1", "eth3"};
+  const SpanScope by_index(WithGpu("7"), ports_, &topo_);
+  EXPECT_EQ(InScope(by_index), every);
+  EXPECT_EQ(by_index.description(), "GPU 7 unknown to the topology: every port");
+
+  const SpanScope by_bus(WithGpu("0000:ff:00.0"), ports_, &topo_);
+  EXPECT_EQ(InScope(by_bus), every);
+  EXPECT_EQ(by_bus.description(), "GPU 0000:ff:00.0 unknown to the topology: every port");
+
+  const SpanScope no_topology(WithGpu("0"), ports_, nullptr);
+  EXPECT_EQ(InScope(no_topology), every);
+  EXPECT_EQ(no_topology.description(), "GPU 0 unknown to the topology: every port");
+
+  const SpanScope no_affinity(WithGpu("2"), ports_, &topo_);
+  EXPECT_EQ(InScope(no_affinity), every);
+  EXPECT_EQ(no_affinity.description(), "no NIC placement known for GPU 0000:9a:00.0: every port");
+}
+
+TEST_F(GpuScopeTest, NearestDeviceMissingFromTheInventoryIsMatchedByName) {
+  const SpanScope scope(WithGpu("3"), ports_, &topo_);
+  EXPECT_TRUE(scope.Contains(Dev("mlx5_9", 1)));
+  EXPECT_TRUE(InScope(scope).empty());
+  EXPECT_EQ(scope.description(), "NICs nearest GPU 0000:b0:00.0 (PIX): mlx5_9");
+}
+
+TEST_F(GpuScopeTest, DescriptionsOfTheOtherScopes) {
+  EXPECT_EQ(SpanScope(Span{}, ports_, &topo_).description(), "every port");
+  EXPECT_EQ(SpanScope(Span{}, {}, nullptr).description(), "every series");
+  Span both;
+  both.rdma_device = "mlx5_0";
+  both.netdev = "eth1";
+  EXPECT_EQ(SpanScope(both, ports_, &topo_).description(), "span hint: mlx5_0, eth1");
+}
+
+// The correlator reads the topology from the inventory: a burst on the far
+// NIC does not make a GPU-scoped span fabric; an unknown GPU sees every port.
+TEST_F(CorrelatorTest, GpuHintScopesTheVerdictToTheNearestNic) {
+  HostTopology topo;
+  topo.gpus = {{"0000:1b:00.0", 0, "nvidia", "H100", 0}};
+  topo.affinity = {{"0000:1b:00.0", 0, "mlx5_0", PciRelation::kPix},
+                   {"0000:1b:00.0", 0, "mlx5_1", PciRelation::kSys}};
+  ports_.SetTopology(topo);
+  SeriesId p0 = Add(PauseKey("eth0", 3));
+  SeriesId p1 = Add(PauseKey("eth1", 3));
+  const int64_t bf = kT + 10 * kSec, bt = kT + 10 * kSec + 200 * kMs;
+  Fill(p0, kT, kT + 20 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  Fill(p1, kT, kT + 20 * kSec, 100 * kMs, [&](int64_t ts) { return PauseUs(ts, bf, bt); });
+  Correlator c = MakeCorrelator();
+
+  Span near = MakeSpan(bf, bt);
+  near.gpu = "00000000:1B:00.0";
+  SpanCorrelation r = c.Correlate(near);
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  ASSERT_EQ(r.series.size(), 1u);
+  EXPECT_EQ(r.series[0].netdev, "eth0");
+  EXPECT_EQ(r.scope, "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1");
+
+  Span unknown = MakeSpan(bf, bt);
+  unknown.gpu = "5";
+  r = c.Correlate(unknown);
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  EXPECT_EQ(r.series.size(), 2u);
+  EXPECT_EQ(r.scope, "GPU 5 unknown to the topology: every port");
+
+  r = c.Correlate(MakeSpan(bf, bt));
+  EXPECT_EQ(r.verdict, Verdict::kFabric);
+  EXPECT_EQ(r.scope, "every port");
+}
+
 }  // namespace
 }  // namespace fabricscope

@@ -241,6 +241,30 @@ TEST_F(SpanConvertTest, OtlpSpanWithResource) {
   EXPECT_EQ(out.attributes.size(), 6u);
 }
 
+TEST_F(SpanConvertTest, GpuHintFromTheAttributeOverBothProtocols) {
+  v1::Span native = NativeSpan();
+  auto* a = native.add_attributes();
+  a->set_key("fabricscope.gpu");
+  a->set_value(" 00000000:1B:00.0 ");
+  Span out;
+  out.gpu = "stale";  // a reused Span does not keep an old hint
+  ASSERT_EQ(ConvertNativeSpan(native, ctx_, &out, nullptr), RejectReason::kNone);
+  EXPECT_EQ(out.gpu, "00000000:1B:00.0");  // verbatim, trimmed; resolved by the correlator
+  EXPECT_EQ(Attr(out, "fabricscope.gpu"), " 00000000:1B:00.0 ");
+  ASSERT_EQ(ConvertNativeSpan(NativeSpan(), ctx_, &out, nullptr), RejectReason::kNone);
+  EXPECT_EQ(out.gpu, "");
+
+  otlp_trace::Span otlp = OtlpSpan();
+  auto* index = otlp.mutable_attributes()->Add();
+  index->set_key("fabricscope.gpu");
+  index->mutable_value()->set_int_value(3);  // an index as an OTLP int
+  ASSERT_EQ(ConvertOtlpSpan(otlp, OtlpResourceInfo{}, ctx_, &out, nullptr), RejectReason::kNone);
+  EXPECT_EQ(out.gpu, "3");
+  ASSERT_EQ(ConvertOtlpSpan(OtlpSpan(), OtlpResourceInfo{}, ctx_, &out, nullptr),
+            RejectReason::kNone);
+  EXPECT_EQ(out.gpu, "");
+}
+
 TEST_F(SpanConvertTest, OtlpRejections) {
   OtlpResourceInfo info;
   Span out;

@@ -180,5 +180,91 @@ TEST_F(QueryServiceTest, OverGrpcOnAnEphemeralPort) {
   server.Shutdown(absl::Seconds(1));
 }
 
+// Partners and the GPU scope, through the wire: the topology in the
+// inventory names eth0's partner on its signals, port and event, and a span
+// with fabricscope.gpu is scoped to the NIC nearest that GPU.
+TEST_F(QueryServiceTest, OverGrpcPartnersAndGpuScope) {
+  HostTopology topo;
+  topo.partners = {{"mlx5_0", 1, "eth0", "lldp", "00:11:22:33:44:55", "leaf07", "Ethernet1/12",
+                    "to gpu-node-3"}};
+  topo.gpus = {{"0000:1b:00.0", 0, "nvidia", "H100", 0}};
+  topo.affinity = {{"0000:1b:00.0", 0, "mlx5_1", PciRelation::kPix},
+                   {"0000:1b:00.0", 0, "mlx5_0", PciRelation::kSys}};
+  ports_.SetTopology(topo);
+  Span on_gpu = query_test::MakeSpan(3, 4, "decode_step", kT + 10 * kSec, kT + 10200 * kMs);
+  on_gpu.gpu = "1b:00.0";
+  spans_.Add(on_gpu);
+
+  GrpcServer server("127.0.0.1:0");
+  server.AddService(&service_);
+  ASSERT_TRUE(server.Start().ok());
+  auto stub =
+      v1::Query::NewStub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    v1::CorrelateRequest req;
+    req.set_trace_id(Bytes(16, 1));
+    req.set_include_all_series(true);
+    v1::CorrelateResponse resp;
+    ASSERT_TRUE(stub->Correlate(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.spans_size(), 2);
+    const v1::SpanVerdict& hit = resp.spans(0);
+    EXPECT_EQ(hit.verdict(), v1::VERDICT_FABRIC);
+    EXPECT_EQ(hit.scope(), "every port");
+    EXPECT_EQ(hit.gpu(), "");
+    ASSERT_EQ(hit.signals_size(), 2);
+    for (const v1::SignalCorrelation& s : hit.signals()) {
+      if (s.netdev() == "eth0") {
+        ASSERT_TRUE(s.has_partner());
+        EXPECT_EQ(s.partner().system_name(), "leaf07");
+        EXPECT_EQ(s.partner().port_id(), "Ethernet1/12");
+        EXPECT_EQ(s.partner().chassis_id(), "00:11:22:33:44:55");
+        EXPECT_EQ(s.partner().port_description(), "to gpu-node-3");
+        EXPECT_EQ(s.partner().source(), "lldp");
+      } else {
+        EXPECT_EQ(s.netdev(), "eth1");
+        EXPECT_FALSE(s.has_partner());
+      }
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CorrelateRequest req;
+    req.set_trace_id(Bytes(16, 3));
+    req.set_include_all_series(true);
+    v1::CorrelateResponse resp;
+    ASSERT_TRUE(stub->Correlate(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.spans_size(), 1);
+    const v1::SpanVerdict& v = resp.spans(0);
+    // The burst is on eth0 (mlx5_0, SYS to the GPU); mlx5_1 is its PIX NIC.
+    EXPECT_EQ(v.verdict(), v1::VERDICT_CLEAN) << v.reason();
+    EXPECT_EQ(v.gpu(), "1b:00.0");
+    EXPECT_EQ(v.scope(), "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_1/1");
+    ASSERT_EQ(v.signals_size(), 1);
+    EXPECT_EQ(v.signals(0).netdev(), "eth1");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::PortsResponse resp;
+    ASSERT_TRUE(stub->Ports(&ctx, v1::PortsRequest(), &resp).ok());
+    ASSERT_EQ(resp.ports_size(), 2);
+    ASSERT_TRUE(resp.ports(0).has_partner());
+    EXPECT_EQ(resp.ports(0).partner().system_name(), "leaf07");
+    EXPECT_FALSE(resp.ports(1).has_partner());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::EventsRequest req;
+    req.mutable_time_range()->set_from_unix_nano(kT);
+    req.mutable_time_range()->set_to_unix_nano(kT + 60 * kSec);
+    v1::EventsResponse resp;
+    ASSERT_TRUE(stub->Events(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.events_size(), 1);
+    ASSERT_TRUE(resp.events(0).has_partner());
+    EXPECT_EQ(resp.events(0).partner().port_id(), "Ethernet1/12");
+  }
+  server.Shutdown(absl::Seconds(1));
+}
+
 }  // namespace
 }  // namespace fabricscope

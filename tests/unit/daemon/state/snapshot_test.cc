@@ -50,6 +50,10 @@ Span MakeSpan(uint8_t trace, uint8_t id, int64_t t0, int64_t t1) {
   s.start_unix_nano = t0;
   s.end_unix_nano = t1;
   s.attributes = {{"service.name", "vllm"}, {"gen_ai.request.model", "llama"}};
+  if (id % 3 == 0) {  // a GPU hint: restored from its attribute
+    s.attributes.emplace_back("fabricscope.gpu", "1b:00.0");
+    s.gpu = "1b:00.0";
+  }
   s.rdma_device = "mlx5_0";
   s.rdma_port = 1;
   s.netdev = "eth0";
@@ -175,6 +179,7 @@ TEST_F(SnapshotTest, RoundTripRestoresSamplesStateSpansAndEvents) {
     EXPECT_EQ(b[i]->rdma_device, a[i]->rdma_device);
     EXPECT_EQ(b[i]->rdma_port, a[i]->rdma_port);
     EXPECT_EQ(b[i]->netdev, a[i]->netdev);
+    EXPECT_EQ(b[i]->gpu, a[i]->gpu);
     EXPECT_EQ(b[i]->stall_flag, a[i]->stall_flag);
     EXPECT_EQ(b[i]->protocol, a[i]->protocol);
   }
