@@ -125,6 +125,22 @@ for _ in $(seq 1 100); do
   sleep 0.05
 done
 
+# Topology for the simulated host, unless the caller gave its own: the two
+# simulated ports cabled to two leaves (the dual-plane layout of HPN-style
+# fabrics), and the PCI tree of a captured real machine (hwloc's test export
+# of "conan": four GPUs, mlx5_0 behind one of their switches;
+# tests/fixtures/hwloc/README.md), so the port table and GPU-scoped spans
+# have something to show.
+topo_args=()
+[[ " ${args[*]} " == *" --topology-file="* ]] || {
+  printf '%s\n' '# fabricsim demo cabling (tools/run.sh)' \
+    'host=* netdev=eth2 system=leaf01 port=Ethernet1/1 chassis=02:00:00:00:01:00' \
+    'host=* netdev=eth3 system=leaf02 port=Ethernet1/1 chassis=02:00:00:00:02:00' >"$dir/topology"
+  topo_args+=("--topology-file=$dir/topology")
+}
+hwloc_xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml"
+[[ " ${args[*]} " == *" --hwloc-xml="* ]] || [ ! -f "$hwloc_xml" ] || topo_args+=("--hwloc-xml=$hwloc_xml")
+
 host="${metrics_listen%:*}"
 case "$host" in 0.0.0.0 | "" | "[::]") host=localhost ;; esac
 echo "fabricscope: $reason: running fabricscoped on a simulated fabric (fabricsim --scenario=$scenario, live tree in $dir; spans: $spans)"
@@ -137,7 +153,8 @@ echo "  live view:    $BIN/fabricscope top"
 echo "  detectors:    $BIN/fabricscope events --since 5m"
 echo "  correlation:  $BIN/fabricscope correlate --since 1m"
 echo "  ground truth: $dir/ground_truth.json (what the simulator injected, and when)"
+echo "  topology:     $dir/topology (eth2 -> leaf01, eth3 -> leaf02); PCI tree of a captured machine (tests/fixtures/hwloc)"
 echo "  stop:         Ctrl-C (the simulator stops with the daemon)"
 
 [ ${#who[@]} -eq 0 ] || echo "  user:         the daemon switches to ${who[0]#--user=} once listening (it needs no privileges)"
-exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" "${args[@]}"
+exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" "${topo_args[@]}" "${args[@]}"
