@@ -45,7 +45,14 @@ put fsroce1
 
 now_ns() { date +%s%N; }
 
-start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool \
+# Topology: fsroce1's cable goes to leaf07 Ethernet1/12 (a topology file), and
+# the PCI tree is hwloc's export of the real machine "conan"
+# (tests/fixtures/hwloc/README.md): four GPUs; mlx5_0 at 04:00.0 shares a
+# root port with GPU 2 (0000:84:00.0, PIX); mlx5_1 is not in that tree.
+printf 'host=* netdev=fsroce1 system=leaf07 port=Ethernet1/12\n' >"$WORK/topology"
+start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool,topology \
+  --topology-file="$WORK/topology" --lldpd-socket= --config-interval=200ms \
+  --hwloc-xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml" \
   --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
   --stall-thresholds=decode_step=300ms --max-span-names=10
 GRPC_ADDR=""
@@ -143,7 +150,7 @@ jq -e 'length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/dev/null |
   fail "correlate --name: $(cat "$WORK/one.json")"
 # Human output names the signal and where.
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m >"$WORK/corr.txt"
-grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 prio 3 rx' "$WORK/corr.txt" ||
+grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 -> leaf07 Ethernet1/12 prio 3 rx' "$WORK/corr.txt" ||
   fail "human output: $(cat "$WORK/corr.txt")"
 # Usage errors exit 2 and name the flag.
 rc=0
@@ -186,10 +193,33 @@ PIDS+=($!)
 "$CLI" top --server="$GRPC_ADDR" --iterations=3 --interval=300ms </dev/null >"$WORK/top.txt" ||
   fail "top failed"
 [ "$(grep -c '^fabricscope top' "$WORK/top.txt")" = 3 ] || fail "top: want 3 frames: $(cat "$WORK/top.txt")"
-grep -E '^mlx5_1/1 +fsroce1 +3 ' "$WORK/top.txt" >/dev/null || fail "top: no fsroce1 prio 3 row: $(cat "$WORK/top.txt")"
+grep -E '^mlx5_1/1 +fsroce1 +leaf07 Ethernet1/12 +3 ' "$WORK/top.txt" >/dev/null || fail "top: no fsroce1 prio 3 row: $(cat "$WORK/top.txt")"
 "$CLI" top --server="$GRPC_ADDR" --iterations=1 --output=json </dev/null >"$WORK/top.json"
 jq -e '.rows | map(select(.netdev == "fsroce1" and .priority == "3")) | .[0].pause.peak > 30' \
   "$WORK/top.json" >/dev/null || fail "top json: $(cat "$WORK/top.json")"
+
+# GPU-scoped spans: during a burst on fsroce1 (mlx5_1), a span of GPU 2
+# (nearest NIC mlx5_0, PIX) is clean and says which NICs it covered; a span of
+# a GPU the topology does not know falls back to every port and sees the burst.
+: >"$SPANS"
+t0=$(now_ns); burst fsroce1 1; t1=$(now_ns)
+span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"0000:84:00.0"}'
+span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"7"}'
+sleep 0.6
+"$CLI" push --server="$GRPC_ADDR" <"$SPANS" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
+for _ in $(seq 1 50); do
+  "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --output=json >"$WORK/gpu.json" || true
+  [ "$(jq length "$WORK/gpu.json" 2>/dev/null)" = 2 ] && break
+  sleep 0.1
+done
+jq -e 'length == 2
+       and (map(select(.scope | startswith("NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1")))
+            | length == 1 and .[0].verdict == "clean")
+       and (map(select(.scope | test("GPU 7 unknown"))) | length == 1 and .[0].verdict == "fabric")' \
+  "$WORK/gpu.json" >/dev/null || fail "GPU-scoped spans: $(cat "$WORK/gpu.json")"
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step >"$WORK/gpu.txt"
+grep -q 'scope: NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1' "$WORK/gpu.txt" ||
+  fail "correlate text lacks the GPU scope: $(cat "$WORK/gpu.txt")"
 
 stop_daemon
 echo "PASS"
