@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -26,6 +28,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "tools/fabricsim/fleet_run.h"
+#include "tools/fabricsim/fleet_scenario.h"
 #include "tools/fabricsim/model.h"
 #include "tools/fabricsim/scenario.h"
 #include "tools/fabricsim/writer.h"
@@ -52,6 +56,12 @@ struct Flags {
   int exit_with_pid = 0;
   std::string remove_on_exit;
   bool verbose = false;
+  // Fleet mode (--hosts).
+  int hosts = 0;
+  std::string fabric, out_dir;
+  FleetEpisodeTiming timing;
+  int origin = -1;
+  std::vector<std::string> given;  // flag names seen, for the mode checks
 };
 
 constexpr char kUsage[] =
@@ -80,7 +90,43 @@ constexpr char kUsage[] =
     "  --remove-on-exit=DIR     remove DIR on exit (must hold a .fabricsim-remove-ok file)\n"
     "  --verbose                log progress to stderr\n"
     "  --list-scenarios         print the scenarios\n"
-    "  --help\n";
+    "  --help\n"
+    "\n"
+    "Fleet mode: many hosts on a leaf-spine fabric (tools/fabricsim/fleet.h)\n"
+    "\n"
+    "  fabricsim --hosts=N --fabric=leaf-spine:LEAVES,SPINES[,HOSTS_PER_LEAF] --scenario=NAME\n"
+    "            --out=DIR [--seed=N] [--step=DUR] [--duration=DUR] [--as-fast-as-possible]\n"
+    "            [--start-unix-ns=N] [--write-interval=DUR] [--exit-with-pid=PID]\n"
+    "            [--remove-on-exit=DIR] [--episode-start=DUR] [--episode-length=DUR]\n"
+    "            [--episode-period=DUR] [--origin=host-NN] [--verbose]\n"
+    "\n"
+    "  --hosts=N                hosts host-01..host-NN, one RoCE port each (mlx5_0 port 1,\n"
+    "                           netdev ens1f0np0)\n"
+    "  --fabric=leaf-spine:L,S[,H]  L leaves leaf01.., S spines spine01.., H hosts per leaf\n"
+    "                           (default ceil(N/L)); host k of a leaf (k=1..H) is on its port\n"
+    "                           Ethernet1/k, its uplink to spine s on Ethernet1/(H+s), spine\n"
+    "                           port Ethernet1/l faces leaf l\n"
+    "  --out=DIR                output directory (below)\n"
+    "  --step=DUR               model step (default 100us in fleet mode)\n"
+    "  --write-interval=DUR     live tree update period (default 100ms in fleet mode)\n"
+    "  --episode-start=DUR      first episode start after the run start (default 20s)\n"
+    "  --episode-length=DUR     episode length (default 40s)\n"
+    "  --episode-period=DUR     episodes repeat with this period (default 90s)\n"
+    "  --origin=host-NN         the host every episode targets (default: drawn per episode\n"
+    "                           from the seed)\n"
+    "  Scenarios:\n"
+    "$FLEET_SCENARIOS"
+    "  Files written (NN: the host number, two digits or more):\n"
+    "    DIR/host-NN/sys/class/infiniband/mlx5_0/ports/1/{hw_counters,counters}/*, state, ...\n"
+    "    DIR/host-NN/sys/class/net/ens1f0np0/...   (pass as --sysfs-root=DIR/host-NN/sys)\n"
+    "    DIR/host-NN/ethtool/ens1f0np0             `ethtool -S` text (--ethtool-dir)\n"
+    "    DIR/host-NN/topology                      --topology-file: host=* netdev=ens1f0np0\n"
+    "                                              system=leafLL port=Ethernet1/K chassis=...\n"
+    "                                              (host=*: all daemons share one hostname)\n"
+    "    DIR/host-NN/spans.jsonl                   decode-step spans (`fabricscope push` input)\n"
+    "    DIR/ground_truth.json                     scenario, fabric, host->leaf/port map and per\n"
+    "                                              episode: start/end, origin, congested switch\n"
+    "                                              ports, pausing switch ports, victims\n";
 
 absl::StatusOr<int64_t> ParseDurationNs(absl::string_view key, absl::string_view v) {
   absl::Duration d;
@@ -106,7 +152,9 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
+      std::string usage = kUsage;
+      usage.replace(usage.find("$FLEET_SCENARIOS"), 16, FleetScenario::Describe());
+      std::fputs(usage.c_str(), stdout);
       return 1;
     }
     if (arg == "--list-scenarios") {
@@ -128,6 +176,7 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
     absl::string_view key = arg.substr(2, eq - 2);
     absl::string_view v = arg.substr(eq + 1);
     absl::Status s;
+    f->given.emplace_back(key);
     if (key == "scenario") {
       f->scenario = std::string(v);
     } else if (key == "seed") {
@@ -140,6 +189,32 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       auto d = ParseDurationNs(key, v);
       if (!d.ok()) return d.status();
       f->step_ns = *d;
+    } else if (key == "hosts") {
+      s = ParseInt(key, v, &f->hosts, 2);
+    } else if (key == "fabric") {
+      f->fabric = std::string(v);
+    } else if (key == "out") {
+      f->out_dir = std::string(v);
+    } else if (key == "episode-start") {
+      absl::Duration d;
+      if (!absl::ParseDuration(v, &d) || d < absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(absl::StrCat(key, ": '", v, "' is not a duration >= 0"));
+      }
+      f->timing.first_start_ns = absl::ToInt64Nanoseconds(d);
+    } else if (key == "episode-length") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->timing.length_ns = *d;
+    } else if (key == "episode-period") {
+      auto d = ParseDurationNs(key, v);
+      if (!d.ok()) return d.status();
+      f->timing.period_ns = *d;
+    } else if (key == "origin") {
+      int n = 0;
+      if (!absl::StartsWith(v, "host-") || !absl::SimpleAtoi(v.substr(5), &n) || n < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(key, ": '", v, "' is not host-NN"));
+      }
+      f->origin = n - 1;
     } else if (key == "sysfs-root") {
       f->sysfs_root = std::string(v);
     } else if (key == "ethtool-dir") {
@@ -174,6 +249,26 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key, " (see --help)"));
     }
     if (!s.ok()) return s;
+  }
+  auto given = [&](absl::string_view k) {
+    return std::find(f->given.begin(), f->given.end(), k) != f->given.end();
+  };
+  if (f->hosts > 0) {
+    for (const char* k : {"sysfs-root", "ethtool-dir", "spans-out", "ground-truth", "record",
+                          "record-interval", "ports", "senders", "steps"}) {
+      if (given(k)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", k, " is a single-host flag; with --hosts use --out (see --help)"));
+      }
+    }
+    if (!given("step")) f->step_ns = 100'000;
+    if (!given("write-interval")) f->write_interval_ns = 100'000'000;
+    if (!given("scenario")) f->scenario = "quiet";
+  } else {
+    for (const char* k :
+         {"fabric", "out", "episode-start", "episode-length", "episode-period", "origin"}) {
+      if (given(k)) return absl::InvalidArgumentError(absl::StrCat("--", k, " needs --hosts"));
+    }
   }
   if (f->fast && f->duration_ns < 0 && f->steps < 0) {
     return absl::InvalidArgumentError("--as-fast-as-possible needs --duration or --steps");
@@ -243,7 +338,29 @@ void RemoveOnExit(const std::string& dir) {
   std::filesystem::remove_all(dir, ec);
 }
 
+int RunFleetMode(const Flags& f) {
+  FleetRunOptions o;
+  o.hosts = f.hosts;
+  o.fabric = f.fabric;
+  o.scenario = f.scenario;
+  o.out_dir = f.out_dir;
+  o.seed = f.seed;
+  o.step_ns = f.step_ns;
+  o.timing = f.timing;
+  o.origin = f.origin;
+  o.duration_ns = f.duration_ns;
+  o.fast = f.fast;
+  o.start_unix_ns = f.start_unix_ns;
+  o.write_interval_ns = f.write_interval_ns;
+  o.exit_with_pid = f.exit_with_pid;
+  o.verbose = f.verbose;
+  int rc = RunFleet(o, g_stop);
+  RemoveOnExit(f.remove_on_exit);
+  return rc;
+}
+
 int Run(const Flags& f) {
+  if (f.hosts > 0) return RunFleetMode(f);
   auto scenario = Scenario::Make(f.scenario, f.ports);
   if (!scenario.ok()) {
     std::fprintf(stderr, "fabricsim: %s\n", std::string(scenario.status().message()).c_str());

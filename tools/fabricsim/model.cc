@@ -24,6 +24,105 @@ constexpr double kBurstOccupancy = 0.05;
 
 }  // namespace
 
+void DcqcnUpdate(int64_t now_ns, double handled_cnps, const DcqcnParams& dcqcn,
+                 double line_rate_gbps, Sender* sender) {
+  Sender& s = *sender;
+  s.cnp_accum = std::min(1.0, s.cnp_accum + handled_cnps);
+  if (s.cnp_accum >= 1.0 && now_ns - s.last_decrease_ns >= dcqcn.rate_reduce_period_ns) {
+    s.cnp_accum = 0;
+    s.rt_gbps = s.rc_gbps;
+    s.rc_gbps = std::max(dcqcn.min_rate_gbps, s.rc_gbps * (1 - s.alpha / 2));
+    s.alpha = (1 - dcqcn.g) * s.alpha + dcqcn.g;
+    s.last_decrease_ns = s.last_alpha_ns = s.last_increase_ns = now_ns;
+    s.stage = 0;
+    return;
+  }
+  if (now_ns - s.last_alpha_ns >= dcqcn.alpha_period_ns) {
+    s.alpha *= (1 - dcqcn.g);
+    s.last_alpha_ns = now_ns;
+  }
+  if (now_ns - s.last_increase_ns >= dcqcn.increase_period_ns) {
+    s.last_increase_ns = now_ns;
+    ++s.stage;
+    if (s.stage > 2 * dcqcn.fast_recovery_stages) {
+      s.rt_gbps += dcqcn.hai_gbps;
+    } else if (s.stage > dcqcn.fast_recovery_stages) {
+      s.rt_gbps += dcqcn.ai_gbps;
+    }
+    s.rt_gbps = std::min(s.rt_gbps, line_rate_gbps);
+    s.rc_gbps = std::min(line_rate_gbps, (s.rt_gbps + s.rc_gbps) / 2);
+  }
+}
+
+void InitPortCounters(Rng& init, double mtu_bytes, int pfc_priority, PortCounters* counters) {
+  PortCounters& c = *counters;
+  const int prio = pfc_priority;
+  // A host that has been up for a while: plausible, seed-dependent start values.
+  double traffic = 1e11 + init.Uniform() * 1e12;
+  c.rdma_tx_bytes = traffic;
+  c.rdma_rx_bytes = traffic * (0.9 + 0.2 * init.Uniform());
+  c.rdma_tx_packets = c.rdma_tx_bytes / mtu_bytes;
+  c.rdma_rx_packets = c.rdma_rx_bytes / mtu_bytes;
+  c.port_xmit_data = c.rdma_tx_bytes / 4;
+  c.port_rcv_data = c.rdma_rx_bytes / 4;
+  c.port_xmit_packets = c.rdma_tx_packets;
+  c.port_rcv_packets = c.rdma_rx_packets;
+  c.eth_tx_bytes = traffic * 0.01;
+  c.eth_rx_bytes = traffic * 0.012;
+  c.eth_tx_packets = c.eth_tx_bytes / 900;
+  c.eth_rx_packets = c.eth_rx_bytes / 900;
+  c.rx_write_requests = c.rdma_rx_packets / 16;
+  c.rx_read_requests = c.rdma_rx_packets / 256;
+  c.np_ecn_marked_roce_packets = std::floor(init.Uniform() * 2e6);
+  c.np_cnp_sent = std::floor(c.np_ecn_marked_roce_packets * 0.05);
+  c.rp_cnp_handled = std::floor(init.Uniform() * 1e5);
+  c.rx_prio_pause[prio] = std::floor(init.Uniform() * 5000);
+  c.rx_prio_pause_duration[prio] = c.rx_prio_pause[prio] * 80;
+  c.rx_prio_pause_transition[prio] = std::floor(c.rx_prio_pause[prio] / 4);
+  c.tx_prio_pause[prio] = std::floor(init.Uniform() * 500);
+  c.tx_prio_pause_duration[prio] = c.tx_prio_pause[prio] * 80;
+  c.out_of_sequence = std::floor(init.Uniform() * 50);
+  c.packet_seq_err = std::floor(init.Uniform() * 5);
+  c.local_ack_timeout_err = std::floor(init.Uniform() * 40);
+  c.req_cqe_flush_error = c.resp_cqe_flush_error = std::floor(init.Uniform() * 2000);
+  c.rx_bits_phy = traffic * 8 * 1.3;
+  c.rx_corrected_bits_phy = std::floor(init.Uniform() * 100);
+  c.fec_corrected_blocks = c.rx_corrected_bits_phy;
+  c.port_xmit_wait = std::floor(init.Uniform() * 1e8);
+  c.link_downed = 0;
+}
+
+void AddLinkStep(Rng& rng, double line_gbps, double dt_ns, double ber, PortCounters* counters) {
+  PortCounters& c = *counters;
+  double bg = kBackgroundGbps * dt_ns * kBytesPerGbpsNs;
+  c.eth_tx_bytes += bg;
+  c.eth_rx_bytes += bg;
+  c.eth_tx_packets += bg / 900;
+  c.eth_rx_packets += bg / 900;
+  double bits = line_gbps * dt_ns;
+  c.rx_bits_phy += bits;
+  double errors = bits * ber * (0.5 + rng.Uniform());
+  c.rx_corrected_bits_phy += errors;
+  double codewords = bits / kFecCodewordBits;
+  c.fec_corrected_blocks += std::min(codewords, errors / 1.2);
+  double uncorrectable = codewords * 1e-3 * std::pow(ber / 1e-4, 6);
+  c.fec_uncorrectable_blocks += uncorrectable;
+  c.rx_pcs_symbol_err_phy += uncorrectable * 2;
+  c.rx_crc_errors_phy += uncorrectable;
+  c.rx_symbol_err_phy += uncorrectable;
+  c.symbol_error += uncorrectable;
+  c.port_rcv_errors += uncorrectable;
+  c.out_of_sequence += uncorrectable;
+}
+
+void UpdatePhyTotals(PortCounters* counters) {
+  PortCounters& c = *counters;
+  c.tx_bytes_phy = c.rdma_tx_bytes + c.eth_tx_bytes;
+  c.rx_bytes_phy = c.rdma_rx_bytes + c.eth_rx_bytes;
+  c.tx_packets_phy = c.rdma_tx_packets + c.eth_tx_packets;
+  c.rx_packets_phy = c.rdma_rx_packets + c.eth_rx_packets;
+}
+
 Queue::Queue(int senders, double line_rate_gbps, double mtu_bytes)
     : line_rate_gbps_(line_rate_gbps), mtu_bytes_(mtu_bytes), senders_(senders) {
   for (Sender& s : senders_) s.rc_gbps = s.rt_gbps = line_rate_gbps;
@@ -96,35 +195,10 @@ const QueueStep& Queue::Step(int64_t now_ns, int64_t dt_ns, const QueueParams& p
 
   // DCQCN reaction points.
   for (int i = 0; i < n; ++i) {
-    Sender& s = senders_[i];
-    double cnps = step_.cnps[i];
+    const double cnps = step_.cnps[i];
     handled_[i] = params.cc_enabled ? cnps : 0;
     ignored_[i] = params.cc_enabled ? 0 : cnps;
-    if (params.cc_enabled) s.cnp_accum = std::min(1.0, s.cnp_accum + cnps);
-    if (s.cnp_accum >= 1.0 && now_ns - s.last_decrease_ns >= dcqcn.rate_reduce_period_ns) {
-      s.cnp_accum = 0;
-      s.rt_gbps = s.rc_gbps;
-      s.rc_gbps = std::max(dcqcn.min_rate_gbps, s.rc_gbps * (1 - s.alpha / 2));
-      s.alpha = (1 - dcqcn.g) * s.alpha + dcqcn.g;
-      s.last_decrease_ns = s.last_alpha_ns = s.last_increase_ns = now_ns;
-      s.stage = 0;
-      continue;
-    }
-    if (now_ns - s.last_alpha_ns >= dcqcn.alpha_period_ns) {
-      s.alpha *= (1 - dcqcn.g);
-      s.last_alpha_ns = now_ns;
-    }
-    if (now_ns - s.last_increase_ns >= dcqcn.increase_period_ns) {
-      s.last_increase_ns = now_ns;
-      ++s.stage;
-      if (s.stage > 2 * dcqcn.fast_recovery_stages) {
-        s.rt_gbps += dcqcn.hai_gbps;
-      } else if (s.stage > dcqcn.fast_recovery_stages) {
-        s.rt_gbps += dcqcn.ai_gbps;
-      }
-      s.rt_gbps = std::min(s.rt_gbps, line_rate_gbps_);
-      s.rc_gbps = std::min(line_rate_gbps_, (s.rt_gbps + s.rc_gbps) / 2);
-    }
+    DcqcnUpdate(now_ns, params.cc_enabled ? cnps : 0, dcqcn, line_rate_gbps_, &senders_[i]);
   }
   return step_;
 }
@@ -138,41 +212,7 @@ Fabric::Fabric(const FabricOptions& options, const ParamSource* params)
   for (int p = 0; p < options_.ports; ++p) {
     info_.push_back({"mlx5_" + std::to_string(p), 1, "eth" + std::to_string(p + 2)});
     ports_.emplace_back(options_.senders, options_.line_rate_gbps, options_.mtu_bytes);
-    PortCounters& c = ports_.back().counters;
-    // A host that has been up for a while: plausible, seed-dependent start values.
-    double traffic = 1e11 + init.Uniform() * 1e12;
-    c.rdma_tx_bytes = traffic;
-    c.rdma_rx_bytes = traffic * (0.9 + 0.2 * init.Uniform());
-    c.rdma_tx_packets = c.rdma_tx_bytes / options_.mtu_bytes;
-    c.rdma_rx_packets = c.rdma_rx_bytes / options_.mtu_bytes;
-    c.port_xmit_data = c.rdma_tx_bytes / 4;
-    c.port_rcv_data = c.rdma_rx_bytes / 4;
-    c.port_xmit_packets = c.rdma_tx_packets;
-    c.port_rcv_packets = c.rdma_rx_packets;
-    c.eth_tx_bytes = traffic * 0.01;
-    c.eth_rx_bytes = traffic * 0.012;
-    c.eth_tx_packets = c.eth_tx_bytes / 900;
-    c.eth_rx_packets = c.eth_rx_bytes / 900;
-    c.rx_write_requests = c.rdma_rx_packets / 16;
-    c.rx_read_requests = c.rdma_rx_packets / 256;
-    c.np_ecn_marked_roce_packets = std::floor(init.Uniform() * 2e6);
-    c.np_cnp_sent = std::floor(c.np_ecn_marked_roce_packets * 0.05);
-    c.rp_cnp_handled = std::floor(init.Uniform() * 1e5);
-    c.rx_prio_pause[options_.pfc_priority] = std::floor(init.Uniform() * 5000);
-    c.rx_prio_pause_duration[options_.pfc_priority] = c.rx_prio_pause[options_.pfc_priority] * 80;
-    c.rx_prio_pause_transition[options_.pfc_priority] =
-        std::floor(c.rx_prio_pause[options_.pfc_priority] / 4);
-    c.tx_prio_pause[options_.pfc_priority] = std::floor(init.Uniform() * 500);
-    c.tx_prio_pause_duration[options_.pfc_priority] = c.tx_prio_pause[options_.pfc_priority] * 80;
-    c.out_of_sequence = std::floor(init.Uniform() * 50);
-    c.packet_seq_err = std::floor(init.Uniform() * 5);
-    c.local_ack_timeout_err = std::floor(init.Uniform() * 40);
-    c.req_cqe_flush_error = c.resp_cqe_flush_error = std::floor(init.Uniform() * 2000);
-    c.rx_bits_phy = traffic * 8 * 1.3;
-    c.rx_corrected_bits_phy = std::floor(init.Uniform() * 100);
-    c.fec_corrected_blocks = c.rx_corrected_bits_phy;
-    c.port_xmit_wait = std::floor(init.Uniform() * 1e8);
-    c.link_downed = 0;
+    InitPortCounters(init, options_.mtu_bytes, options_.pfc_priority, &ports_.back().counters);
   }
   demand_.assign(options_.senders, 0);
 }
@@ -332,31 +372,8 @@ void Fabric::StepPort(int p) {
   if (r.passed_85pct) c.rx_buffer_passed_thres_phy += 1;
 
   // --- Background Ethernet traffic and the physical layer.
-  if (pp.link_up) {
-    double bg = kBackgroundGbps * dt * kBytesPerGbpsNs;
-    c.eth_tx_bytes += bg;
-    c.eth_rx_bytes += bg;
-    c.eth_tx_packets += bg / 900;
-    c.eth_rx_packets += bg / 900;
-    double bits = line * dt;
-    c.rx_bits_phy += bits;
-    double errors = bits * pp.ber * (0.5 + rng_.Uniform());
-    c.rx_corrected_bits_phy += errors;
-    double codewords = bits / kFecCodewordBits;
-    c.fec_corrected_blocks += std::min(codewords, errors / 1.2);
-    double uncorrectable = codewords * 1e-3 * std::pow(pp.ber / 1e-4, 6);
-    c.fec_uncorrectable_blocks += uncorrectable;
-    c.rx_pcs_symbol_err_phy += uncorrectable * 2;
-    c.rx_crc_errors_phy += uncorrectable;
-    c.rx_symbol_err_phy += uncorrectable;
-    c.symbol_error += uncorrectable;
-    c.port_rcv_errors += uncorrectable;
-    c.out_of_sequence += uncorrectable;
-  }
-  c.tx_bytes_phy = c.rdma_tx_bytes + c.eth_tx_bytes;
-  c.rx_bytes_phy = c.rdma_rx_bytes + c.eth_rx_bytes;
-  c.tx_packets_phy = c.rdma_tx_packets + c.eth_tx_packets;
-  c.rx_packets_phy = c.rdma_rx_packets + c.eth_rx_packets;
+  if (pp.link_up) AddLinkStep(rng_, line, dt, pp.ber, &c);
+  UpdatePhyTotals(&c);
 
   st.rate_gbps = port.send.sender(0).rc_gbps;
   st.send_queue_bytes = port.send.length_bytes();

@@ -112,6 +112,13 @@ struct DcqcnParams {
   int64_t min_time_between_cnps_ns = 50'000;  // per flow at the notification point
 };
 
+// One DCQCN reaction-point update at `now_ns` after `handled_cnps` CNPs
+// (expected value, may be fractional) arrived for the sender's flow: a rate
+// cut when a whole CNP has accumulated and the reduce period has passed, else
+// alpha decay and the fast-recovery / additive / hyper increase stages.
+void DcqcnUpdate(int64_t now_ns, double handled_cnps, const DcqcnParams& dcqcn,
+                 double line_rate_gbps, Sender* sender);
+
 // A switch queue with N senders, PFC and ECN.
 class Queue {
  public:
@@ -170,6 +177,18 @@ struct PortCounters {
   // FEC blocks (ethtool netlink FEC stats; recorded with source "fec").
   double fec_corrected_blocks = 0, fec_uncorrectable_blocks = 0;
 };
+
+// Seed-dependent start values of a port's counters (a host that has been up
+// for a while). Draws a fixed number of values from `init`.
+void InitPortCounters(Rng& init, double mtu_bytes, int pfc_priority, PortCounters* counters);
+
+// One step of a link that is up: background (non-RDMA) Ethernet traffic both
+// ways, and the physical layer at pre-FEC bit error rate `ber` (corrected
+// bits and blocks, uncorrectable blocks with their symbol/CRC errors and lost
+// packets). Draws one value from `rng`.
+void AddLinkStep(Rng& rng, double line_gbps, double dt_ns, double ber, PortCounters* counters);
+// The *_phy byte and packet totals from the RDMA and Ethernet ones.
+void UpdatePhyTotals(PortCounters* counters);
 
 // Static description of a local port.
 struct PortInfo {

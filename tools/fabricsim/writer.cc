@@ -279,19 +279,32 @@ absl::Status TreeWriter::Put(const std::string& tmp_dir, const std::string& path
   return absl::OkStatus();
 }
 
-absl::Status TreeWriter::WriteStatic(const Fabric& fabric) {
+TreeSource SourceOf(const Fabric& fabric) {
+  TreeSource source;
+  source.pfc_priority = fabric.options().pfc_priority;
+  source.line_rate_gbps = fabric.options().line_rate_gbps;
+  source.ports = fabric.ports();
+  for (size_t p = 0; p < fabric.ports().size(); ++p) {
+    source.counters.push_back(&fabric.counters(static_cast<int>(p)));
+    source.status.push_back(&fabric.status(static_cast<int>(p)));
+  }
+  return source;
+}
+
+absl::Status TreeWriter::WriteStatic(const TreeSource& fabric) {
   if (!sysfs_root_.empty()) {
     std::string tmp = sysfs_root_ + "/.fabricsim-tmp";
     if (auto s = MakeDirs(tmp); !s.ok()) return s;
-    const int prio = fabric.options().pfc_priority;
-    for (size_t p = 0; p < fabric.ports().size(); ++p) {
-      const PortInfo& info = fabric.ports()[p];
+    const int prio = fabric.pfc_priority;
+    for (size_t p = 0; p < fabric.ports.size(); ++p) {
+      const PortInfo& info = fabric.ports[p];
       std::string dev = absl::StrCat(sysfs_root_, "/class/infiniband/", info.device);
       std::string port = absl::StrCat(dev, "/ports/", info.port);
       for (const char* d : {"/hw_counters", "/counters", "/gid_attrs/ndevs", "/gid_attrs/types"}) {
         if (auto s = MakeDirs(port + d); !s.ok()) return s;
       }
-      std::string guid = absl::StrFormat("b859:9f03:00%02x:%04x", p, 0x1a2b + p);
+      std::string guid =
+          absl::StrFormat("b859:%04x:00%02x:%04x", 0x9f03 + host_index_, p, 0x1a2b + p);
       std::vector<std::pair<std::string, std::string>> files = {
           {dev + "/node_type", "1: CA\n"},
           {dev + "/hca_type", "MT4129\n"},
@@ -300,8 +313,7 @@ absl::Status TreeWriter::WriteStatic(const Fabric& fabric) {
           {dev + "/node_guid", guid + "\n"},
           {dev + "/sys_image_guid", guid + "\n"},
           {dev + "/node_desc", absl::StrCat("fabricsim ", info.device, "\n")},
-          {port + "/rate",
-           absl::StrFormat("%.0f Gb/sec (4X HDR)\n", fabric.options().line_rate_gbps)},
+          {port + "/rate", absl::StrFormat("%.0f Gb/sec (4X HDR)\n", fabric.line_rate_gbps)},
           {port + "/link_layer", "Ethernet\n"},
           {port + "/lid", "0x0\n"},
           {port + "/sm_lid", "0x0\n"},
@@ -326,8 +338,7 @@ absl::Status TreeWriter::WriteStatic(const Fabric& fabric) {
       files.push_back({net + "/ecn/roce_np/cnp_dscp", "48\n"});
       files.push_back({net + "/ecn/roce_np/cnp_802p_prio", "6\n"});
       files.push_back({net + "/mtu", "4200\n"});
-      files.push_back(
-          {net + "/speed", absl::StrFormat("%.0f\n", fabric.options().line_rate_gbps * 1000)});
+      files.push_back({net + "/speed", absl::StrFormat("%.0f\n", fabric.line_rate_gbps * 1000)});
       for (const auto& [path, content] : files) {
         if (auto s = Put(tmp, path, content); !s.ok()) return s;
       }
@@ -340,16 +351,16 @@ absl::Status TreeWriter::WriteStatic(const Fabric& fabric) {
   return absl::OkStatus();
 }
 
-absl::Status TreeWriter::Write(const Fabric& fabric) {
+absl::Status TreeWriter::Write(const TreeSource& fabric) {
   if (!static_done_) {
     if (auto s = WriteStatic(fabric); !s.ok()) return s;
   }
-  const int prio = fabric.options().pfc_priority;
+  const int prio = fabric.pfc_priority;
   ++writes_;
-  for (size_t p = 0; p < fabric.ports().size(); ++p) {
-    const PortInfo& info = fabric.ports()[p];
-    const PortCounters& c = fabric.counters(static_cast<int>(p));
-    const PortStatus& st = fabric.status(static_cast<int>(p));
+  for (size_t p = 0; p < fabric.ports.size(); ++p) {
+    const PortInfo& info = fabric.ports[p];
+    const PortCounters& c = *fabric.counters[p];
+    const PortStatus& st = *fabric.status[p];
     if (!sysfs_root_.empty()) {
       std::string tmp = sysfs_root_ + "/.fabricsim-tmp";
       std::string port =

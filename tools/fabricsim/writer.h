@@ -56,23 +56,40 @@ absl::Status WriteFileAtomic(const std::string& tmp_dir, const std::string& path
 // atomically (WriteFileAtomic), since readers open those per read.
 // Only files whose content changed are rewritten; the IB PMA counters/ files
 // (a slow-tier read) only on every 10th Write().
+// What the tree writer reads of one host: its ports with their counters and
+// status (pointers into the model, valid for the call).
+struct TreeSource {
+  int pfc_priority = 3;
+  double line_rate_gbps = 200;
+  std::vector<PortInfo> ports;
+  std::vector<const PortCounters*> counters;  // per port
+  std::vector<const PortStatus*> status;      // per port
+};
+TreeSource SourceOf(const Fabric& fabric);
+
 class TreeWriter {
  public:
-  TreeWriter(std::string sysfs_root, std::string ethtool_dir)
-      : sysfs_root_(std::move(sysfs_root)), ethtool_dir_(std::move(ethtool_dir)) {}
+  // `host_index` varies the node GUIDs between hosts of a fleet (0: the
+  // single-host values).
+  TreeWriter(std::string sysfs_root, std::string ethtool_dir, int host_index = 0)
+      : sysfs_root_(std::move(sysfs_root)),
+        ethtool_dir_(std::move(ethtool_dir)),
+        host_index_(host_index) {}
   ~TreeWriter();
   TreeWriter(const TreeWriter&) = delete;
   TreeWriter& operator=(const TreeWriter&) = delete;
-  absl::Status Write(const Fabric& fabric);
+  absl::Status Write(const Fabric& fabric) { return Write(SourceOf(fabric)); }
+  absl::Status Write(const TreeSource& source);
   // Files written (not skipped as unchanged) so far.
   uint64_t files_written() const { return files_written_; }
 
  private:
   absl::Status Put(const std::string& tmp_dir, const std::string& path, const std::string& content);
   absl::Status PutInPlace(const std::string& path, const std::string& content);
-  absl::Status WriteStatic(const Fabric& fabric);
+  absl::Status WriteStatic(const TreeSource& source);
 
   std::string sysfs_root_, ethtool_dir_;
+  int host_index_ = 0;
   bool static_done_ = false;
   uint64_t writes_ = 0;
   std::map<std::string, std::string> last_;
