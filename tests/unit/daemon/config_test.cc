@@ -182,7 +182,8 @@ TEST(ConfigTest, ByteSizes) {
 // (daemon/detect/register_all.cc): the help, the default and the error.
 TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
   EXPECT_THAT(HelpText(), HasSubstr("Comma-separated detectors to run: pfc_storm, ecn_mistuning, "
-                                    "microburst, retransmit_spike, link_degradation; empty runs "
+                                    "microburst, retransmit_spike, link_degradation, pause_role; "
+                                    "empty runs "
                                     "none."));
   auto ok = Parse({"--detectors=microburst,link_degradation"});
   ASSERT_TRUE(ok.ok()) << ok.status();
