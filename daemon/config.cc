@@ -271,6 +271,16 @@ const std::vector<Option>& Options() {
           "metrics-listen",
           "Address of the Prometheus /metrics endpoint. Port 0 picks a free port (logged).",
           kRestart, &Config::metrics_listen),
+      {"metrics-profile", "NAME",
+       "What /metrics exports: full (every series) or fleet (only what the shipped Prometheus "
+       "rules and Grafana dashboard read; deploy/README.md, Fleet scale).",
+       kRestart, [](const Config& c) { return std::string(MetricsProfileName(c.metrics_profile)); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto p = ParseMetricsProfile(v);
+         if (!p.ok()) return p.status();
+         c->metrics_profile = *p;
+         return absl::OkStatus();
+       }},
       ListenAddress("grpc-listen",
                     "Address of the gRPC span ingest and query server. Loopback by default. Port 0 "
                     "picks a free port (logged).",

@@ -197,6 +197,18 @@ TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
                         "link_degradation"));
 }
 
+TEST(ConfigTest, MetricsProfileDefaultsToFullAndNamesBadValues) {
+  auto def = Parse({});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->config.metrics_profile, MetricsProfile::kFull);
+  auto fleet = Parse({"--metrics-profile=fleet"});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  EXPECT_EQ(fleet->config.metrics_profile, MetricsProfile::kFleet);
+  auto bad = Parse({"--metrics-profile=tiny"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("one of full, fleet"));
+}
+
 // The correlation options (daemon/correlate/correlator.h documents the rules).
 TEST(CorrelationConfigTest, OptionsParseAndNameTheKey) {
   Config c;
