@@ -271,6 +271,16 @@ const std::vector<Option>& Options() {
           "metrics-listen",
           "Address of the Prometheus /metrics endpoint. Port 0 picks a free port (logged).",
           kRestart, &Config::metrics_listen),
+      {"metrics-profile", "NAME",
+       "What /metrics exports: full (every series) or fleet (only what the shipped Prometheus "
+       "rules and Grafana dashboard read; deploy/README.md, Fleet scale).",
+       kRestart, [](const Config& c) { return std::string(MetricsProfileName(c.metrics_profile)); },
+       [](absl::string_view v, Config* c) -> absl::Status {
+         auto p = ParseMetricsProfile(v);
+         if (!p.ok()) return p.status();
+         c->metrics_profile = *p;
+         return absl::OkStatus();
+       }},
       ListenAddress("grpc-listen",
                     "Address of the gRPC span ingest and query server. Loopback by default. Port 0 "
                     "picks a free port (logged).",
@@ -448,6 +458,20 @@ const std::vector<Option>& Options() {
       Duration("pfc-storm-restoration-time",
                "PFC storm: calm intervals must last this long before a storm ends.", kRestart,
                &DetectorOptions::pfc_storm_restoration),
+      Number("pause-role-fraction", "NUMBER",
+             "Pause roles (fabricscope_pfc_pause_role): a priority's tx (originator) or rx "
+             "(receiver) pause fraction of a poll interval at or above which the role holds.",
+             kRestart, &DetectorOptions::pause_role_fraction, Between(0.01, 1)),
+      Number("pause-role-clear-fraction", "NUMBER",
+             "Pause roles: an originator's own rx pause fraction must stay below this (a port "
+             "paused itself is a victim passing pause on, not an origin).",
+             kRestart, &DetectorOptions::pause_role_clear_fraction, Between(0, 1)),
+      Duration("pause-role-detection-time",
+               "Pause roles: how long the condition must hold before the role is reported.",
+               kRestart, &DetectorOptions::pause_role_detection),
+      Duration("pause-role-restoration-time",
+               "Pause roles: how long the condition must be gone before the role ends.", kRestart,
+               &DetectorOptions::pause_role_restoration),
       List("microburst-signals",
            "Signals whose microbursts (see --burst-factor) the microburst detector reports as "
            "episodes (counter families without fabricscope_ and _total).",

@@ -33,6 +33,7 @@
 #include "core/log.h"
 #include "core/parse.h"
 #include "daemon/detect/detector_options.h"
+#include "exporters/metrics_profile.h"
 
 namespace fabricscope {
 
@@ -41,6 +42,8 @@ struct Config {
   std::string sysfs_root = "/sys";
   std::string metrics_listen = "0.0.0.0:9478";
   std::string grpc_listen = "127.0.0.1:9479";
+  // --metrics-profile: what /metrics exports (exporters/metrics_profile.h).
+  MetricsProfile metrics_profile = MetricsProfile::kFull;
   LogLevel log_level = LogLevel::kInfo;
 
   // Scheduler tiers.

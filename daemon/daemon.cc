@@ -165,7 +165,8 @@ absl::Status Daemon::Init() {
       [this]() -> HealthStatus {
         const Scheduler::Health h = scheduler_->CheckHealth(clock_->SteadyNow());
         return {h.live, h.ready, h.detail};
-      });
+      },
+      config_.metrics_profile);
   if (!exporter.ok()) return exporter.status();
   exporter_ = *std::move(exporter);
 

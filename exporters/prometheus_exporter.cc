@@ -485,7 +485,7 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     const std::string& listen, const Security& security, MetricsRegistry* metrics,
-    const Store* store, const PortInventory* ports, HealthFn health) {
+    const Store* store, const PortInventory* ports, HealthFn health, MetricsProfile profile) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
   std::vector<std::pair<std::string, std::string>> users;
   if (!security.auth_file.empty()) {
@@ -514,7 +514,13 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
         absl::StrCat("cannot listen on metrics-listen ", listen, ": ", ex.what()));
   }
   e->store_collectable_ = std::make_shared<StoreCollectable>(store, ports);
-  e->exposer_->RegisterCollectable(metrics->registry());
+  e->metrics_collectable_ = metrics->registry();
+  if (profile != MetricsProfile::kFull) {
+    e->store_collectable_ = std::make_shared<ProfiledCollectable>(e->store_collectable_, profile);
+    e->metrics_collectable_ =
+        std::make_shared<ProfiledCollectable>(e->metrics_collectable_, profile);
+  }
+  e->exposer_->RegisterCollectable(e->metrics_collectable_);
   e->exposer_->RegisterCollectable(e->store_collectable_);
   if (!users.empty()) {
     e->exposer_->RegisterAuth(

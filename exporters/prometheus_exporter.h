@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "exporters/metrics_profile.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
@@ -83,9 +84,12 @@ class PrometheusExporter {
   struct Security {
     std::string auth_file;
   };
+  // `profile` selects what /metrics exports (exporters/metrics_profile.h);
+  // it filters the self-metrics and the store's families alike.
   static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(
       const std::string& listen, const Security& security, MetricsRegistry* metrics,
-      const Store* store, const PortInventory* ports, HealthFn health);
+      const Store* store, const PortInventory* ports, HealthFn health,
+      MetricsProfile profile = MetricsProfile::kFull);
   ~PrometheusExporter();
 
   // The bound address with the real port, e.g. "127.0.0.1:40123".
@@ -94,7 +98,8 @@ class PrometheusExporter {
  private:
   PrometheusExporter() = default;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  std::shared_ptr<StoreCollectable> store_collectable_;
+  std::shared_ptr<prometheus::Collectable> store_collectable_;
+  std::shared_ptr<prometheus::Collectable> metrics_collectable_;
   std::string address_;
   std::unique_ptr<HealthFn> health_;
 };

@@ -32,6 +32,12 @@ absl::Status DetectorOptions::Validate() const {
   if (!(pfc_storm_fraction > 0 && pfc_storm_fraction <= 1)) {
     return absl::InvalidArgumentError("pfc-storm-fraction: must be in (0, 1]");
   }
+  if (!(pause_role_fraction > 0 && pause_role_fraction <= 1) ||
+      !(pause_role_clear_fraction >= 0 && pause_role_clear_fraction < pause_role_fraction)) {
+    return absl::InvalidArgumentError(
+        "pause-role-fraction must be in (0, 1] and pause-role-clear-fraction in [0, "
+        "pause-role-fraction)");
+  }
   if (!(ecn_mark_ratio >= 0) || !(ecn_drop_floor > 0) || !(ecn_cnp_floor > 0) ||
       !(ecn_low_utilization > 0 && ecn_low_utilization <= 1)) {
     return absl::InvalidArgumentError(

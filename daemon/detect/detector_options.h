@@ -32,6 +32,15 @@ struct DetectorOptions {
   absl::Duration pfc_storm_detection = absl::Milliseconds(200);
   absl::Duration pfc_storm_restoration = absl::Milliseconds(200);
 
+  // pause_role (daemon/detect/pause_role_detector.h): a port/priority is a
+  // pause originator (tx) or receiver (rx) while its pause fraction is >=
+  // pause_role_fraction for pause_role_detection; an originator's own rx
+  // pause fraction must stay < pause_role_clear_fraction.
+  double pause_role_fraction = 0.5;
+  double pause_role_clear_fraction = 0.05;
+  absl::Duration pause_role_detection = absl::Seconds(1);
+  absl::Duration pause_role_restoration = absl::Seconds(2);
+
   std::vector<std::string> microburst_signals = {"port_bytes",       "netdev_bytes",
                                                  "pfc_pause_frames", "ecn_marked_packets",
                                                  "cnp_sent",         "discards"};

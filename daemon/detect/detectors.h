@@ -13,6 +13,7 @@
 //  - microburst        daemon/detect/microburst_detector.h
 //  - retransmit_spike  daemon/detect/retransmit_spike_detector.h
 //  - link_degradation  daemon/detect/link_degradation_detector.h
+//  - pause_role        daemon/detect/pause_role_detector.h
 //
 // Options and defaults: daemon/detect/detector_options.h. Building blocks
 // (debouncer, window sums, rising rates): daemon/detect/episode.h.

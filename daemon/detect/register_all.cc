@@ -6,6 +6,7 @@
 #include "daemon/detect/ecn_mistuning_detector.h"
 #include "daemon/detect/link_degradation_detector.h"
 #include "daemon/detect/microburst_detector.h"
+#include "daemon/detect/pause_role_detector.h"
 #include "daemon/detect/pfc_storm_detector.h"
 #include "daemon/detect/retransmit_spike_detector.h"
 
@@ -22,6 +23,7 @@ absl::Status RegisterAllDetectors(DetectorRegistry& registry) {
   s.Update(registry.Register("microburst", MicroburstDetector::Class()));
   s.Update(registry.Register("retransmit_spike", RetransmitSpikeDetector::Class()));
   s.Update(registry.Register("link_degradation", LinkDegradationDetector::Class()));
+  s.Update(registry.Register("pause_role", PauseRoleDetector::Class()));
   // clang-format on
   return s;
 }

@@ -5,7 +5,8 @@
 #  - every alert in the rule files has a unit test case where it fires and one
 #    where it stays silent, plus summary/description/runbook annotations;
 #  - the unit tests have teeth: mutated copies of the alerts (two thresholds,
-#    a count, a dropped label) must each make them fail.
+#    a count, a dropped label) and of the fleet rules (each alert's
+#    thresholds, the role, the switch-port join) must each make them fail.
 source "$(dirname "$0")/lib.sh"
 
 command -v promtool >/dev/null || fail "promtool not installed (deploy/bootstrap.sh: prometheus)"
@@ -50,14 +51,15 @@ done
 echo "alerts with firing and silent unit tests: $(echo $alerts | wc -w)"
 
 # Mutations: each must make the unit tests fail.
-mutate() {  # mutate NAME SED_EXPR
+mutate() {  # mutate NAME SED_EXPR [RULE_FILE, default fabricscope-alerts.rules.yml]
+  local file="${3:-fabricscope-alerts.rules.yml}"
   rm -rf "$WORK/mut"
   mkdir -p "$WORK/mut/tests"
   cp "$RULES"/*.rules.yml "$WORK/mut/"
   cp "$RULES"/tests/*.yml "$WORK/mut/tests/"
-  sed -i "$2" "$WORK/mut/fabricscope-alerts.rules.yml"
-  cmp -s "$WORK/mut/fabricscope-alerts.rules.yml" "$RULES/fabricscope-alerts.rules.yml" && fail "mutation '$1' changed nothing"
-  promtool check rules "$WORK/mut/fabricscope-alerts.rules.yml" >/dev/null 2>&1 || fail "mutation '$1' is not valid PromQL"
+  sed -i "$2" "$WORK/mut/$file"
+  cmp -s "$WORK/mut/$file" "$RULES/$file" && fail "mutation '$1' changed nothing"
+  promtool check rules "$WORK/mut/$file" >/dev/null 2>&1 || fail "mutation '$1' is not valid PromQL"
   if promtool test rules "$WORK"/mut/tests/*.yml >/dev/null 2>&1; then
     fail "unit tests still pass with mutation '$1'"
   fi
@@ -66,4 +68,14 @@ mutate "storm fallback 0.5 -> 0.55" 's/fabricscope:pfc_pause_fraction:rate1m >= 
 mutate "pause spreading >= 2 -> >= 1" 's/> 100) >= 2)$/> 100) >= 1)/'
 mutate "stalls 0.25 -> 0.4" 's/ratio15m > 0.25$/ratio15m > 0.4/'
 mutate "link degraded loses netdev" 's/max by (job, instance, device, port, netdev, kind) (max_over_time(fabricscope_link_degraded_active/max by (job, instance, device, port, kind) (max_over_time(fabricscope_link_degraded_active/'
+# The fleet rules (deploy/prometheus/fabricscope-fleet.rules.yml).
+F=fabricscope-fleet.rules.yml
+mutate "origin ignores the role" 's/fabricscope_pfc_pause_role{role="originator"}/fabricscope_pfc_pause_role/g' "$F"
+mutate "origin fallback rx clear 0.05 -> 0.5" 's/fabricscope:pfc_pause_fraction:rate1m{direction="rx"} < 0.05$/fabricscope:pfc_pause_fraction:rate1m{direction="rx"} < 0.5/' "$F"
+mutate "congested port: victims >= 2 -> >= 6" 's/(fabric:pause_victims:count >= 2)$/(fabric:pause_victims:count >= 6)/' "$F"
+mutate "congested port: ECN hotspot floor 1000 -> 100000" 's/fabric:host_ecn_marked:rate1m) >= 1000$/fabric:host_ecn_marked:rate1m) >= 100000/' "$F"
+mutate "outlier: peers >= 3 -> >= 2" 's/(fabric:host_signal_peers:count >= 3)$/(fabric:host_signal_peers:count >= 2)/' "$F"
+mutate "outlier: z >= 3 -> >= 300" 's/(fabric:host_signal:zscore >= 3)$/(fabric:host_signal:zscore >= 300)/' "$F"
+mutate "bad link: 10x the median -> 100x" 's/(10 \* quantile by (job, switch)/(100 * quantile by (job, switch)/' "$F"
+mutate "switch port joins lose the port" 's/group_left (switch, switch_port) fabric:link_partner:info/group_left (switch) fabric:link_partner:info/g' "$F"
 echo PASS

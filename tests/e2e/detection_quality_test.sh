@@ -6,6 +6,8 @@
 source "$(dirname "$0")/lib.sh"
 python3 "$SRC/bench/detection_quality.py" --bin "$BIN" --seeds 1 --duration 10 \
   --json "$WORK/dq.json" || fail "detection quality below target: $(cat "$WORK/dq.json" 2>/dev/null)"
-jq -e '.quiet_events == 0 and (.detectors | length) == 5' "$WORK/dq.json" >/dev/null ||
+# Five detectors have ground-truth episodes in the single-host scenarios;
+# pause_role has none there (its events during a storm count as side events).
+jq -e '.quiet_events == 0 and .unexplained == 0 and ([.detectors[] | select(.episodes > 0)] | length) == 5' "$WORK/dq.json" >/dev/null ||
   fail "unexpected detection summary: $(cat "$WORK/dq.json")"
 echo PASS

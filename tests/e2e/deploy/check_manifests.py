@@ -258,7 +258,7 @@ for f in sorted(help_flags):
     if f"`--{f}`" not in readme:
         problem(f"deploy/README.md: flag --{f} (fabricscoped --help) is not documented")
 
-# --- Grafana dashboard and rules: every metric exists, every fabricscope:* is recorded.
+# --- Grafana dashboard and rules: every metric exists, every fabricscope:* and fabric:* is recorded.
 recorded = set()
 for f in rule_files:
     for g in load_all(f)[0]["groups"]:
@@ -294,7 +294,7 @@ for f in rule_files:
         rule_exprs += [r["expr"] for r in g["rules"]]
 for where, texts in (("dashboard", exprs), ("rules", rule_exprs)):
     for e in texts:
-        for name in re.findall(r"\bfabricscope:[a-z0-9_:]+", e):
+        for name in re.findall(r"\bfabric(?:scope)?:[a-z0-9_:]+", e):
             if name not in recorded:
                 problem(f"{where}: {name} is not a recording rule")
         for name in re.findall(r"\b(fabricscope_[a-z0-9_]+)", e):

@@ -182,7 +182,8 @@ TEST(ConfigTest, ByteSizes) {
 // (daemon/detect/register_all.cc): the help, the default and the error.
 TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
   EXPECT_THAT(HelpText(), HasSubstr("Comma-separated detectors to run: pfc_storm, ecn_mistuning, "
-                                    "microburst, retransmit_spike, link_degradation; empty runs "
+                                    "microburst, retransmit_spike, link_degradation, pause_role; "
+                                    "empty runs "
                                     "none."));
   auto ok = Parse({"--detectors=microburst,link_degradation"});
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -194,6 +195,18 @@ TEST(ConfigTest, DetectorsFlagTakesTheRegisteredNames) {
   EXPECT_THAT(bad.status().message(),
               HasSubstr("one of pfc_storm, ecn_mistuning, microburst, retransmit_spike, "
                         "link_degradation"));
+}
+
+TEST(ConfigTest, MetricsProfileDefaultsToFullAndNamesBadValues) {
+  auto def = Parse({});
+  ASSERT_TRUE(def.ok()) << def.status();
+  EXPECT_EQ(def->config.metrics_profile, MetricsProfile::kFull);
+  auto fleet = Parse({"--metrics-profile=fleet"});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  EXPECT_EQ(fleet->config.metrics_profile, MetricsProfile::kFleet);
+  auto bad = Parse({"--metrics-profile=tiny"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("one of full, fleet"));
 }
 
 // The correlation options (daemon/correlate/correlator.h documents the rules).

@@ -31,7 +31,7 @@ TEST(DetectorRegistryTest, EveryBuiltinDetectorIsRegisteredOnceInOrder) {
   ASSERT_TRUE(BuiltinDetectorsStatus().ok()) << BuiltinDetectorsStatus();
   const DetectorRegistry& r = BuiltinDetectors();
   EXPECT_THAT(r.Names(), ElementsAre("pfc_storm", "ecn_mistuning", "microburst", "retransmit_spike",
-                                     "link_degradation"));
+                                     "link_degradation", "pause_role"));
   for (const auto& e : r.entries()) {
     EXPECT_FALSE(e.detector.description.empty()) << e.name;
     EXPECT_FALSE(e.detector.kinds.empty()) << e.name;
@@ -52,7 +52,7 @@ TEST(DetectorRegistryTest, ADuplicateNameIsAnError) {
   const absl::Status again = RegisterAllDetectors(r);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(again.message(), HasSubstr("\"pfc_storm\" registered twice"));
-  EXPECT_EQ(r.entries().size(), 5u);  // unchanged
+  EXPECT_EQ(r.entries().size(), 6u);  // unchanged
   const absl::Status dup = r.Register("microburst", r.Find("pfc_storm")->detector);
   EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(r.Register("no_factory", DetectorClass{}).code(), absl::StatusCode::kInvalidArgument);

@@ -192,6 +192,85 @@ TEST_F(DetectorsTest, PfcStormGaugeIsOneWhileActive) {
   EXPECT_TRUE(ev[0].active());
 }
 
+// The slow receiver: its NIC pauses the switch (tx) most of the time while
+// it is not paused itself: an originator, not a receiver; a victim that is
+// paused (rx) and passes pause on (tx) is a receiver, never an originator.
+TEST_F(DetectorsTest, PauseRoleOriginatorNeedsItsOwnRxClear) {
+  Start();
+  const SeriesId tx3 = Series("ethtool", "tx_prio3_pause_duration", "", 0, "eth2");
+  const SeriesId rx3 = Series("ethtool", "rx_prio3_pause_duration", "", 0, "eth2");
+  const std::map<std::string, std::string> orig = {
+      {"netdev", "eth2"}, {"priority", "3"}, {"role", "originator"}};
+  const std::map<std::string, std::string> recv = {
+      {"netdev", "eth2"}, {"priority", "3"}, {"role", "receiver"}};
+  // tx: 90% from 1 s to 4 s; rx: clear until 6 s, then 80% from 6 s with tx
+  // 90% again from 6 s (a victim passing pause upstream).
+  auto tx = [](int64_t t) {
+    return PausedUs(t, 1 * kSec, 4 * kSec, 0.9) + PausedUs(t, 6 * kSec, INT64_MAX, 0.9);
+  };
+  auto rx = [](int64_t t) { return PausedUs(t, 6 * kSec, INT64_MAX, 0.8); };
+  // Before the detection time (1 s) nothing holds; the series exist at 0.
+  Drive({{tx3, tx}, {rx3, rx}}, kT0, 1900 * kMs, 100 * kMs);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", orig), 0);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", recv), 0);
+  Drive({{tx3, tx}, {rx3, rx}}, kT0 + 2 * kSec, 1900 * kMs, 100 * kMs);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", orig), 1);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", recv), 0);
+  // tx stops at 4 s: the role ends after the restoration time (2 s).
+  Drive({{tx3, tx}, {rx3, rx}}, kT0 + 4 * kSec, 9 * kSec, 100 * kMs);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", orig), 0);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", recv), 1);
+  auto ev = Events("pause_role");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, "pause_originator");
+  EXPECT_EQ(ev[0].netdev, "eth2");
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  EXPECT_EQ(ev[0].priority, "3");
+  EXPECT_EQ(ev[0].direction, "tx");
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 1 * kSec);
+  EXPECT_EQ(ev[0].end_unix_nano, kT0 + 4 * kSec);
+  EXPECT_NEAR(ev[0].peak, 0.9, 1e-3);
+  EXPECT_EQ(ev[1].kind, "pause_receiver");
+  EXPECT_EQ(ev[1].direction, "rx");
+  EXPECT_EQ(ev[1].start_unix_nano, kT0 + 6 * kSec);
+  EXPECT_TRUE(ev[1].active());
+}
+
+// Below the role fraction, or with only a short burst, no role holds; the
+// thresholds are the options.
+TEST_F(DetectorsTest, PauseRoleThresholdsAreTheOptions) {
+  DetectorOptions o;
+  o.pause_role_fraction = 0.95;
+  Start(o);
+  const SeriesId tx3 = Series("ethtool", "tx_prio3_pause_duration", "", 0, "eth2");
+  Drive({{tx3, [](int64_t t) { return PausedUs(t, 0, INT64_MAX, 0.9); }}}, kT0, 5 * kSec,
+        100 * kMs);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role",
+                  {{"netdev", "eth2"}, {"priority", "3"}, {"role", "originator"}}),
+            0);
+  EXPECT_TRUE(Events("pause_role").empty());
+  o.pause_role_clear_fraction = 0.96;
+  EXPECT_FALSE(o.Validate().ok());
+}
+
+// The NIC's own pause-storm counters make it an originator (priority "").
+TEST_F(DetectorsTest, PauseRoleNicPauseStormEventsMakeAnOriginator) {
+  Start();
+  const SeriesId warn = Series("ethtool", "tx_pause_storm_warning_events", "", 0, "eth2");
+  Drive({{warn,
+          [](int64_t t) {
+            return static_cast<uint64_t>(std::max<int64_t>(0, t - kSec) / (100 * kMs));
+          }}},
+        kT0, 2 * kSec, 100 * kMs);
+  EXPECT_EQ(Gauge("fabricscope_pfc_pause_role",
+                  {{"netdev", "eth2"}, {"priority", ""}, {"role", "originator"}}),
+            1);
+  auto ev = Events("pause_role");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "pause_originator");
+  EXPECT_EQ(ev[0].priority, "");
+}
+
 TEST_F(DetectorsTest, EcnMarkingTooLateButNotWhenMarksRise) {
   Start();
   const SeriesId oob = Series("hw_counters", "out_of_buffer", "mlx5_0", 1, "eth2");
