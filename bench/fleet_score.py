@@ -47,7 +47,8 @@ def main():
         hosts = {t["host"] for t in truth.get("topology", [])}
         eps = truth.get("episodes") or []
         start = eps[0]["start_unix_nano"] / 1e9 if eps else None
-        origins = {e["origin"]["host"] for e in eps if e.get("origin")}
+        origins = {e["origin"]["host"] for e in eps
+                   if e.get("origin") and e.get("kind") != "bad_link"}
         congested = {(c["switch"], c["port"]) for e in eps for c in e.get("congested", [])
                      if c.get("toward") in hosts}
         bad = {(e["target"]["host"], e["target"]["leaf_port"]) for e in eps

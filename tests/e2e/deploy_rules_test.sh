@@ -72,8 +72,9 @@ mutate "link degraded loses netdev" 's/max by (job, instance, device, port, netd
 F=fabricscope-fleet.rules.yml
 mutate "origin ignores the role" 's/fabricscope_pfc_pause_role{role="originator"}/fabricscope_pfc_pause_role/g' "$F"
 mutate "origin fallback rx clear 0.05 -> 0.5" 's/fabricscope:pfc_pause_fraction:rate1m{direction="rx"} < 0.05$/fabricscope:pfc_pause_fraction:rate1m{direction="rx"} < 0.5/' "$F"
-mutate "congested port: victims >= 2 -> >= 6" 's/(fabric:pause_victims:count >= 2)$/(fabric:pause_victims:count >= 6)/' "$F"
-mutate "congested port: ECN hotspot floor 1000 -> 100000" 's/fabric:host_ecn_marked:rate1m) >= 1000$/fabric:host_ecn_marked:rate1m) >= 100000/' "$F"
+mutate "congested port: ECN hotspot 5x the median -> 500x" 's/(5 \* quantile by (job, switch) (0.5, fabric:host_ecn_marked/(500 * quantile by (job, switch) (0.5, fabric:host_ecn_marked/' "$F"
+mutate "congested port: ECN hotspot floor 1000 -> 100000" 's/(fabric:host_ecn_marked:rate1m >= 1000)$/(fabric:host_ecn_marked:rate1m >= 100000)/' "$F"
+mutate "congested port: ECN hotspot despite an origin" 's/^          unless on (job) (max by (job) (max_over_time(fabricscope_pfc_pause_role{role="originator"}\[1m\])) > 0)$/          unless on (job) (vector(0) > 1)/' "$F"
 mutate "outlier: peers >= 3 -> >= 2" 's/(fabric:host_signal_peers:count >= 3)$/(fabric:host_signal_peers:count >= 2)/' "$F"
 mutate "outlier: z >= 3 -> >= 300" 's/(fabric:host_signal:zscore >= 3)$/(fabric:host_signal:zscore >= 300)/' "$F"
 mutate "bad link: 10x the median -> 100x" 's/(10 \* quantile by (job, switch)/(100 * quantile by (job, switch)/' "$F"

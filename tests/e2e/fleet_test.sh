@@ -8,6 +8,7 @@
 #   SCENARIO: slow_receiver (default), quiet, incast, bad_link,
 #             pause_storm_deadlock_free
 #   RESULT_JSON: where to keep the alerts seen (bench/fleet_detection.sh)
+#   FLEET_WATCH: seconds after the episode start to watch the alerts (30)
 #
 # The episode starts 15 s after the simulator (--episode-start), on host-06
 # (--origin), behind leaf02 Ethernet1/2. Asserted per scenario, through the
@@ -89,9 +90,28 @@ done
 if [ "$SCENARIO" = quiet ]; then
   python3 "$SRC/tests/e2e/fleet/watch_alerts.py" "$API" "$FLEET/ground_truth.json" "$RESULT" 0 40
 else
-  python3 "$SRC/tests/e2e/fleet/watch_alerts.py" "$API" "$FLEET/ground_truth.json" "$RESULT" 30 90
+  python3 "$SRC/tests/e2e/fleet/watch_alerts.py" "$API" "$FLEET/ground_truth.json" "$RESULT" \
+    "${FLEET_WATCH:-30}" $((${FLEET_WATCH:-30} + 60))
 fi
 cp "$FLEET/ground_truth.json" "$WORK/ground_truth.json" 2>/dev/null || true
+
+# Prometheus' own cost for this fleet (bench/fleet_detection.sh reports it):
+# resident memory, head series, samples appended per second, and the last
+# evaluation time of each rule group.
+curl -sf --max-time 5 "http://127.0.0.1:$PROM_PORT/metrics" |
+  grep -E '^(process_resident_memory_bytes|prometheus_tsdb_head_series|prometheus_rule_group_last_duration_seconds|prometheus_tsdb_head_samples_appended_total)' \
+  >"${RESULT%.json}.prometheus.txt" || true
+
+# The fleet dashboard's every query runs against this Prometheus; during the
+# slow_receiver storm every panel has data (tests/e2e/deploy/check_dashboard.py:
+# exit 2 = a query failed, 1 = a panel without series).
+if [ "$SCENARIO" = slow_receiver ]; then
+  rc=0
+  python3 "$SRC/tests/e2e/deploy/check_dashboard.py" "$API" "$SRC/deploy/grafana/fabricscope-fleet.json" panels \
+    >"$WORK/fleet-panels.out" 2>&1 || rc=$?
+  cat "$WORK/fleet-panels.out"
+  [ "$rc" -eq 0 ] || fail "fleet dashboard: rc $rc (above)"
+fi
 [ -z "${FLEET_KEEP:-}" ] || cp "$FLEET/ground_truth.json" "$FLEET_KEEP"
 
 # firing NAME [JQ_FILTER_ON_LABELS]: the alerts of NAME that fired (JSON lines).

@@ -265,29 +265,35 @@ for f in rule_files:
         for r in g["rules"]:
             if "record" in r:
                 recorded.add(r["record"])
-dash_path = os.path.join(DEPLOY, "grafana", "fabricscope.json")
-dash = json.load(open(dash_path))
-for key in ("uid", "title", "schemaVersion", "panels", "templating"):
-    if key not in dash:
-        problem(f"{dash_path}: no {key}")
 exprs = []
-ids = set()
-for p in dash["panels"]:
-    if p.get("id") in ids:
-        problem(f"dashboard: duplicate panel id {p.get('id')}")
-    ids.add(p.get("id"))
-    g = p.get("gridPos", {})
-    if not {"x", "y", "w", "h"} <= g.keys() or g["x"] + g["w"] > 24:
-        problem(f"dashboard: panel {p.get('title')!r} has a bad gridPos {g}")
-    if p["type"] == "row":
-        continue
-    if p.get("datasource", {}).get("uid") != "${datasource}":
-        problem(f"dashboard: panel {p.get('title')!r} does not use the datasource variable")
-    if not p.get("targets") or not all(t.get("expr") for t in p["targets"]):
-        problem(f"dashboard: panel {p.get('title')!r} has no PromQL targets")
-    if not p.get("description"):
-        problem(f"dashboard: panel {p.get('title')!r} has no description")
-    exprs += [t["expr"] for t in p.get("targets", [])]
+uids = set()
+for dash_name in ("fabricscope.json", "fabricscope-fleet.json"):
+    dash_path = os.path.join(DEPLOY, "grafana", dash_name)
+    dash = json.load(open(dash_path))
+    for key in ("uid", "title", "schemaVersion", "panels", "templating"):
+        if key not in dash:
+            problem(f"{dash_path}: no {key}")
+    if dash.get("uid") in uids:
+        problem(f"{dash_path}: duplicate dashboard uid {dash.get('uid')}")
+    uids.add(dash.get("uid"))
+    ids = set()
+    for p in dash["panels"]:
+        where = f"{dash_name}: panel {p.get('title')!r}"
+        if p.get("id") in ids:
+            problem(f"{dash_name}: duplicate panel id {p.get('id')}")
+        ids.add(p.get("id"))
+        g = p.get("gridPos", {})
+        if not {"x", "y", "w", "h"} <= g.keys() or g["x"] + g["w"] > 24:
+            problem(f"{where} has a bad gridPos {g}")
+        if p["type"] == "row":
+            continue
+        if p.get("datasource", {}).get("uid") != "${datasource}":
+            problem(f"{where} does not use the datasource variable")
+        if not p.get("targets") or not all(t.get("expr") for t in p["targets"]):
+            problem(f"{where} has no PromQL targets")
+        if not p.get("description"):
+            problem(f"{where} has no description")
+        exprs += [t["expr"] for t in p.get("targets", [])]
 rule_exprs = []
 for f in rule_files:
     for g in load_all(f)[0]["groups"]:
