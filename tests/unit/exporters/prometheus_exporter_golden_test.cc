@@ -71,10 +71,10 @@ void Fill(Store* store, PortInventory* ports, int64_t* now_ns) {
   // The topology: an LLDP partner on the RoCE port, an SMP partner on the IB
   // port, PCI placement, one GPU and its affinity to both devices.
   HostTopology topo;
-  topo.partners = {{"mlx5_0", 1, "", "ib_mad", "0x98039b0300a1b2c3", "QM9700 spine02", "17",
-                    "switch"},
-                   {"mlx5_1", 1, "eth0", "lldp", "c0:ff:ee:00:00:01", "leaf07", "Ethernet1/12",
-                    "to \"gpu\" rack 3"}};
+  topo.partners = {
+      {"mlx5_0", 1, "", "ib_mad", "0x98039b0300a1b2c3", "QM9700 spine02", "17", "switch"},
+      {"mlx5_1", 1, "eth0", "lldp", "c0:ff:ee:00:00:01", "leaf07", "Ethernet1/12",
+       "to \"gpu\" rack 3"}};
   topo.ports = {{"mlx5_0", 1, "", "0000:0c:00.0", 0}, {"mlx5_1", 1, "eth0", "0000:8a:00.0", 1}};
   topo.gpus = {{"0000:07:00.0", 0, "nvidia", "0x2330", 0}};
   topo.affinity = {{"0000:07:00.0", 0, "mlx5_0", PciRelation::kPxb},
