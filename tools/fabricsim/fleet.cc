@@ -192,19 +192,6 @@ std::vector<SpanRecord> Fleet::TakeSpans(int host) {
   return out;
 }
 
-std::string Fleet::Hex(Rng& rng, int bytes) {
-  std::string out;
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) {
-    if (i % 8 == 0) v = rng.Next();
-    char buf[3];
-    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(v & 0xff));
-    v >>= 8;
-    out += buf;
-  }
-  return out;
-}
-
 void Fleet::AdvanceTo(int64_t t_ns) {
   while (now_ns_ + options_.step_ns <= t_ns) {
     const int episode = scenario_->EpisodeAt(now_ns_);
@@ -472,7 +459,7 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
   // the host has sent comm bytes; pauses stretch it.
   Worker& w = host.worker;
   if (w.trace_id.empty() || w.step_in_request >= options_.steps_per_request) {
-    w.trace_id = Hex(host.span_rng, 16);
+    w.trace_id = RandomHex(host.span_rng, 16);
     w.step_in_request = 0;
   }
   if (!w.in_comm && w.compute_ns == 0) {
@@ -490,7 +477,7 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
   const int64_t end = now_ns_ + options_.step_ns;
   SpanRecord span;
   span.trace_id = w.trace_id;
-  span.span_id = Hex(host.span_rng, 8);
+  span.span_id = RandomHex(host.span_rng, 8);
   span.start_ns = w.span_start_ns;
   span.end_ns = end;
   span.port_index = 0;

@@ -240,7 +240,6 @@ class Fleet {
   void Serve(int q);
   void Enqueue(int flow, int hop, double bytes);
   void StepHost(int h, const FleetStepParams& params);
-  std::string Hex(Rng& rng, int bytes);
 
   FleetTopology topology_;
   FleetOptions options_;

@@ -217,11 +217,11 @@ Fabric::Fabric(const FabricOptions& options, const ParamSource* params)
   demand_.assign(options_.senders, 0);
 }
 
-std::string Fabric::Hex(int bytes) {
+std::string RandomHex(Rng& rng, int bytes) {
   std::string out;
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) {
-    if (i % 8 == 0) v = span_rng_.Next();
+    if (i % 8 == 0) v = rng.Next();
     char buf[3];
     std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(v & 0xff));
     v >>= 8;
@@ -274,7 +274,7 @@ void Fabric::StepPort(int p) {
   // Start a decode step's communication phase when its compute phase is over.
   Worker& w = port.worker;
   if (w.trace_id.empty() || w.step_in_request >= options_.steps_per_request) {
-    w.trace_id = Hex(16);
+    w.trace_id = RandomHex(span_rng_, 16);
     w.step_in_request = 0;
   }
   if (!w.in_comm && w.compute_ns == 0) {
@@ -394,7 +394,7 @@ void Fabric::StepWorker(int p, double sent_bytes, double lost_bytes, bool paused
   int64_t end = now_ns_ + options_.step_ns;
   SpanRecord span;
   span.trace_id = w.trace_id;
-  span.span_id = Hex(8);
+  span.span_id = RandomHex(span_rng_, 8);
   span.start_ns = w.span_start_ns;
   span.end_ns = end;
   span.port_index = p;

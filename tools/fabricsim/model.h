@@ -58,6 +58,9 @@ class Rng {
   uint64_t state_;
 };
 
+// `bytes` random bytes from `rng` as lowercase hex (trace and span ids).
+std::string RandomHex(Rng& rng, int bytes);
+
 // Queue parameters; bytes, Gb/s, nanoseconds.
 struct QueueParams {
   double drain_gbps = 200;  // service rate towards the receiver
@@ -299,7 +302,6 @@ class Fabric {
 
   void StepPort(int p);
   void StepWorker(int p, double sent_bytes, double lost_bytes, bool paused, bool link_up);
-  std::string Hex(int bytes);
 
   FabricOptions options_;
   const ParamSource* params_;
