@@ -189,7 +189,8 @@ jq -e 'length == 2 and all(.labels.priority == "3" and .netdev == "fsroce1")
   "$WORK/series.json" >/dev/null ||
   fail "series: $(head -c 2000 "$WORK/series.json")"
 ( burst fsroce1 3 ) &
-PIDS+=($!)
+TOP_BURST=$!
+PIDS+=("$TOP_BURST")
 "$CLI" top --server="$GRPC_ADDR" --iterations=3 --interval=300ms </dev/null >"$WORK/top.txt" ||
   fail "top failed"
 [ "$(grep -c '^fabricscope top' "$WORK/top.txt")" = 3 ] || fail "top: want 3 frames: $(cat "$WORK/top.txt")"
@@ -198,6 +199,8 @@ grep -E '^mlx5_1/1 +fsroce1 +leaf07 Ethernet1/12 +3 ' "$WORK/top.txt" >/dev/null
 jq -e '.rows | map(select(.netdev == "fsroce1" and .priority == "3")) | .[0].pause.peak > 30' \
   "$WORK/top.json" >/dev/null || fail "top json: $(cat "$WORK/top.json")"
 
+# One writer at a time: the burst behind `top` ends first.
+wait "$TOP_BURST" || true
 # GPU-scoped spans: during a burst on fsroce1 (mlx5_1), a span of GPU 2
 # (nearest NIC mlx5_0, PIX) is clean and says which NICs it covered; a span of
 # a GPU the topology does not know falls back to every port and sees the burst.
