@@ -3,10 +3,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/errors.h"
 #include "core/log.h"
 #include "core/signals.h"
 
@@ -259,7 +261,18 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
   if (names.ok()) {
     for (const std::string& n : *names) {
       struct stat st;
-      if (::stat((root_ + "/" + n).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+      const std::string path = root_ + "/" + n;
+      if (::stat(path.c_str(), &st) != 0) {
+        // Listed but not stat-able: gone since the listing (ENOENT) is a
+        // vanished device; anything else (EACCES when the directory lost its
+        // search permission after the listing) says nothing about the
+        // devices: keep the current topology, as for a failed listing.
+        if (errno == ENOENT) continue;
+        const int err = errno;
+        ctx.Error(fabricscope::ErrnoToStatus(err, absl::StrCat("stat ", path)), root_);
+        return;
+      }
+      if (!S_ISDIR(st.st_mode)) continue;
       on_disk[n] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                     int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec};
     }
