@@ -576,12 +576,14 @@ const std::vector<Option>& Options() {
        }},
 
       // State across restarts.
-      String("state-dir", "DIR",
-             "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
-             "written to DIR/snapshot and restored from there at the next start (a corrupt or "
-             "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
-             "empty). DIR must be writable by the user the daemon runs as. Empty: start empty.",
-             kRestart, &Config::state_dir),
+      String(
+          "state-dir", "DIR",
+          "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
+          "written to DIR/snapshot and restored from there at the next start (a corrupt or "
+          "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
+          "empty). DIR must be writable by the user the daemon runs as; it is created (0700) when "
+          "missing. Empty: start empty.",
+          kRestart, &Config::state_dir),
       Duration("state-save-timeout",
                "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "
                "(the previous one is not replaced) and the daemon exits.",
