@@ -576,12 +576,14 @@ const std::vector<Option>& Options() {
        }},
 
       // State across restarts.
-      String("state-dir", "DIR",
-             "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
-             "written to DIR/snapshot and restored from there at the next start (a corrupt or "
-             "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
-             "empty). DIR must be writable by the user the daemon runs as. Empty: start empty.",
-             kRestart, &Config::state_dir),
+      String(
+          "state-dir", "DIR",
+          "Keep the store (samples, spans, detector events) across restarts: on SIGTERM it is "
+          "written to DIR/snapshot and restored from there at the next start (a corrupt or "
+          "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
+          "empty). DIR must be writable by the user the daemon runs as; it is created (0700) when "
+          "missing. Empty: start empty.",
+          kRestart, &Config::state_dir),
       Duration("state-save-timeout",
                "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "
                "(the previous one is not replaced) and the daemon exits.",
@@ -597,16 +599,24 @@ const Option* FindOption(absl::string_view name) {
   return nullptr;
 }
 
+// `origin` is where the setting came from: kFlagOrigin for the command line
+// (the error then reads `invalid value "0" for flag --hot-interval: ...`),
+// else "FILE:LINE: " (`FILE:LINE: invalid value "0" for hot-interval: ...`).
+constexpr absl::string_view kFlagOrigin = "flag";
+
 absl::Status SetOption(absl::string_view key, absl::string_view value, absl::string_view origin,
                        Config* config) {
+  const bool flag = origin == kFlagOrigin;
+  const std::string prefix = flag ? "" : std::string(origin);
+  const std::string name = flag ? absl::StrCat("flag --", key) : std::string(key);
   const Option* opt = FindOption(key);
   if (opt == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, "unknown option \"", key, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "unknown option \"", name, "\""));
   }
   absl::Status s = opt->set(value, config);
   if (!s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(origin, "invalid value \"", value, "\" for ", key, ": ", s.message()));
+        absl::StrCat(prefix, "invalid value \"", value, "\" for ", name, ": ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -677,7 +687,7 @@ absl::Status ApplyFlags(const std::vector<Flag>& flags, Config* config) {
     if (FindOption(f.key) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", f.key, " (see --help)"));
     }
-    if (auto s = SetOption(f.key, f.value, "flag --", config); !s.ok()) return s;
+    if (auto s = SetOption(f.key, f.value, kFlagOrigin, config); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

@@ -1,12 +1,14 @@
 #include "daemon/daemon.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -237,6 +239,7 @@ absl::Status Daemon::Init() {
        {"replay", config_.replay_file},
        {"collectors", absl::StrJoin(names, ",")},
        {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
+  if (config_.replay_file.empty()) WarnAboutSysfsRoot();
   Log(LogLevel::kInfo, "daemon", "serving metrics",
       {{"address", exporter_->address()}, {"path", "/metrics"}});
   Log(LogLevel::kInfo, "daemon", "serving grpc", {{"address", grpc_server_->address()}});
@@ -330,8 +333,45 @@ void Daemon::SaveState() {
        {"took", absl::FormatDuration(absl::Now() - started)}});
 }
 
+void Daemon::WarnAboutSysfsRoot() const {
+  // A mistyped --sysfs-root runs fine and finds nothing: say so once. The
+  // daemon keeps running (a device may appear; the collectors rediscover).
+  std::vector<std::string> missing;
+  struct stat st {};
+  for (const char* dir : {"class/infiniband", "class/net"}) {
+    const std::string path = absl::StrCat(config_.sysfs_root, "/", dir);
+    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) missing.push_back(dir);
+  }
+  if (missing.empty()) return;
+  Log(LogLevel::kWarn, "daemon",
+      absl::StrCat("--sysfs-root ", config_.sysfs_root, " has no ",
+                   absl::StrJoin(missing, " and no "),
+                   ": is it a sysfs tree? (RDMA devices are found under class/infiniband, "
+                   "interface attributes under class/net; polling goes on and finds devices that "
+                   "appear later)"),
+      {{"sysfs_root", config_.sysfs_root}, {"missing", absl::StrJoin(missing, ",")}});
+}
+
 absl::Status Daemon::CheckStateDir() const {
   if (config_.state_dir.empty()) return absl::OkStatus();
+  // A directory that does not exist yet is made (mode 0700, as the user the
+  // daemon runs as: after --user), like Prometheus' storage path.
+  struct stat st {};
+  if (stat(config_.state_dir.c_str(), &st) != 0 && errno == ENOENT) {
+    std::error_code ec;
+    std::filesystem::create_directories(config_.state_dir, ec);
+    if (!ec) {
+      std::filesystem::permissions(config_.state_dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--state-dir ", config_.state_dir, " does not exist and cannot be created by uid ",
+          getuid(), ": ", ec.message()));
+    }
+    Log(LogLevel::kInfo, "daemon", "created the state directory",
+        {{"dir", config_.state_dir}, {"mode", "0700"}});
+  }
   const std::string probe = config_.state_dir + "/.write-test";
   std::FILE* f = std::fopen(probe.c_str(), "w");
   if (f == nullptr) {

@@ -64,12 +64,15 @@ class Daemon {
   const std::string& grpc_address() const { return grpc_server_->address(); }
   SpanStore* span_store() { return span_store_.get(); }
 
-  // --state-dir: after switching user, checks that the snapshot can be
-  // written there (an error names the directory and the user).
+  // --state-dir: after switching user, creates the directory (0700) when it
+  // does not exist and checks that the snapshot can be written there (an
+  // error names the directory and the user).
   absl::Status CheckStateDir() const;
 
  private:
   void Reload();
+  // Logs one warning when --sysfs-root lacks class/infiniband or class/net.
+  void WarnAboutSysfsRoot() const;
   // --state-dir: restores DIR/snapshot into the empty stores (Init), and
   // writes it after the writers stopped (Run, on SIGTERM).
   void RestoreState();

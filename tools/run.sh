@@ -138,6 +138,8 @@ topo_args=()
     'host=* netdev=eth3 system=leaf02 port=Ethernet1/1 chassis=02:00:00:00:02:00' >"$dir/topology"
   topo_args+=("--topology-file=$dir/topology")
 }
+# The simulated ports have no LLDP neighbours: the cabling file names them.
+[[ " ${args[*]} " == *" --lldpd-socket="* ]] || topo_args+=("--lldpd-socket=")
 hwloc_xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml"
 [[ " ${args[*]} " == *" --hwloc-xml="* ]] || [ ! -f "$hwloc_xml" ] || topo_args+=("--hwloc-xml=$hwloc_xml")
 

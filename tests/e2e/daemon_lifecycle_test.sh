@@ -18,12 +18,21 @@ expect_startup_error() {
   [ "$rc" -ne 0 ] || fail "daemon accepted $*"
   grep -q -- "$want" "$WORK/err" || fail "error for $* does not mention '$want': $(cat "$WORK/err")"
 }
-expect_startup_error "hot-interval" --hot-interval=often
+expect_startup_error 'invalid value "often" for flag --hot-interval: ' --hot-interval=often
 expect_startup_error "debug, info, warn, error" --log-level=chatty
 expect_startup_error "no-such-flag" --no-such-flag=1
 expect_startup_error "collectors" --metrics-listen=127.0.0.1:0 --collectors=nonesuch
 printf 'slow-interval = eventually\n' >"$WORK/bad.conf"
-expect_startup_error "bad.conf:1" --config="$WORK/bad.conf"
+expect_startup_error 'bad.conf:1: invalid value "eventually" for slow-interval: ' --config="$WORK/bad.conf"
+
+# Startup tells the truth: a --sysfs-root without class/infiniband and
+# class/net is one warning naming both (the daemon keeps running), and a
+# --state-dir that does not exist yet is created, mode 0700.
+start_daemon --sysfs-root="$WORK/nonexistent" --state-dir="$WORK/state/new" --collectors=rdma_sysfs
+[ "$(grep -c 'has no class/infiniband and no class/net' "$WORK/daemon.log")" = 1 ] ||
+  fail "no single sysfs-root warning: $(cat "$WORK/daemon.log")"
+[ "$(stat -c %a "$WORK/state/new")" = 700 ] || fail "--state-dir not created 0700"
+stop_daemon
 
 mkdir -p "$WORK/sys"
 printf 'log-level = info\nsysfs-root = %s\n' "$WORK/sys" >"$WORK/good.conf"

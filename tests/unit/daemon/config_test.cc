@@ -72,7 +72,8 @@ TEST(ConfigTest, FlagsOverrideTheFile) {
 TEST(ConfigTest, BadValuesNameTheKeyAndTheAllowedValues) {
   auto a = Parse({"--hot-interval=fast"});
   ASSERT_FALSE(a.ok());
-  EXPECT_THAT(std::string(a.status().message()), HasSubstr("hot-interval"));
+  EXPECT_THAT(std::string(a.status().message()),
+              ::testing::StartsWith("invalid value \"fast\" for flag --hot-interval: "));
   EXPECT_THAT(std::string(a.status().message()), HasSubstr("10ms"));
 
   auto b = Parse({"--log-level=loud"});
@@ -122,8 +123,8 @@ TEST(ConfigTest, BadFileNamesFileLineAndKey) {
   std::string path = WriteTemp("sysfs-root = /x\nslow-interval = soon\n");
   auto cl = Parse({"--config=" + path});
   ASSERT_FALSE(cl.ok());
-  EXPECT_THAT(std::string(cl.status().message()), HasSubstr(path + ":2"));
-  EXPECT_THAT(std::string(cl.status().message()), HasSubstr("slow-interval"));
+  EXPECT_THAT(std::string(cl.status().message()),
+              ::testing::StartsWith(path + ":2: invalid value \"soon\" for slow-interval: "));
 
   std::string path2 = WriteTemp("bogus-key = 1\n");
   auto cl2 = Parse({"--config=" + path2});
