@@ -68,10 +68,11 @@ TopologyCollector::TopologyCollector(PortInventory* ports, MetricsRegistry* metr
   if (metrics != nullptr) source_up_ = &metrics->Gauge(kSourceUp);
 }
 
-absl::Status TopologyCollector::Discover(PollContext& ctx) {
-  // The first topology is there before the first config tick, so spans that
-  // arrive early are scoped with it.
-  return Poll(ctx);
+absl::Status TopologyCollector::Discover(PollContext&) {
+  // Nothing to find up front: the config tier polls once as soon as the
+  // scheduler starts, and that first tick builds the topology (asking lldpd,
+  // the umad ports and hwloc here as well would do all of it twice at start).
+  return absl::OkStatus();
 }
 
 void TopologyCollector::Report(PollContext& ctx, const std::string& source,

@@ -180,6 +180,11 @@ class Detector {
   static double IntervalSeconds(const AppendEvent& ev) {
     return static_cast<double>(ev.end_ns - ev.start_ns) * 1e-9;
   }
+  // The fraction of the interval a pause-time counter (seconds) says the port
+  // was paused, clamped to [0, 1] (a late tick can report more than the interval).
+  static double PauseFraction(const AppendEvent& ev) {
+    return std::clamp(ev.delta / IntervalSeconds(ev), 0.0, 1.0);
+  }
 
   DetectorContext* const ctx_;
 

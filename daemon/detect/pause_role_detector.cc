@@ -90,7 +90,7 @@ void PauseRoleDetector::Observe(const AppendEvent& ev) {
   const bool rx = ev.signal->Label("direction") == "rx";
   PriorityState& s = State(ev, priority);
   if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
-  const double fraction = std::clamp(ev.delta / IntervalSeconds(ev), 0.0, 1.0);
+  const double fraction = PauseFraction(ev);
   if (rx) {
     s.last_rx_fraction = fraction;
     s.receiver.Feed(ctx_, ev.start_ns, ev.end_ns, fraction >= o.pause_role_fraction, fraction,

@@ -77,7 +77,7 @@ void PfcStormDetector::Observe(const AppendEvent& ev) {
           "%s: the NIC reports pause-storm events (its storm prevention is acting)", e.tmpl.netdev);
     });
   } else {
-    const double fraction = std::min(1.0, ev.delta / IntervalSeconds(ev));
+    const double fraction = PauseFraction(ev);
     t = ep.Feed(ctx_, ev.start_ns, ev.end_ns, fraction >= o.pfc_storm_fraction, fraction,
                 [](const Episode& e) {
                   return absl::StrFormat(
