@@ -30,8 +30,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # covers the rest). They run in the release and ASan builds.
 # Under ASan/UBSan, tests that exercise no daemon code of their own (promtool
 # rule tests, manifest checks, the Debian package built from the release
-# binaries, the check that namespace-less environments skip) or only re-measure detection quality over long
-# simulated runs (the analyze code path runs under ASan in e2e_detect) are left
+# binaries, the check that namespace-less environments skip) or only re-measure
+# detection quality over long simulated runs (the analyze code path runs under ASan in e2e_detect) are left
 # out: they would add minutes to CI and find nothing a sanitizer could. So are
 # the fleet runs (e2e_fleet_*: twelve daemons and Prometheus testing the PromQL
 # fleet rules; the daemon paths they use run under ASan in the other e2e tests).
