@@ -31,8 +31,9 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # Under ASan/UBSan, tests that exercise no daemon code of their own (promtool
 # rule tests, manifest checks, the Debian package built from the release
 # binaries, the check that namespace-less environments skip) or only re-measure
-# detection quality over long simulated runs (the analyze code path runs under ASan in e2e_detect) are left
-# out: they would add minutes to CI and find nothing a sanitizer could. So are
+# detection quality over long simulated runs (the analyze code path runs under
+# ASan in e2e_detect) are left out: they would add minutes to CI and find
+# nothing a sanitizer could. So are
 # the fleet runs (e2e_fleet_*: twelve daemons and Prometheus testing the PromQL
 # fleet rules; the daemon paths they use run under ASan in the other e2e tests).
 ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_fleet_|e2e_deb_package|e2e_netns_skip'
