@@ -115,7 +115,9 @@ push_batches() {
   done
 }
 if [ -n "$push_target" ]; then
-  ("${sim[@]}" --spans-out=- | push_batches) &
+  # The last push can fail after the daemon is gone and append to push.log
+  # while the simulator removes the directory: remove it again once both ended.
+  ("${sim[@]}" --spans-out=- | push_batches; rm -rf "$dir") &
 else
   "${sim[@]}" &
 fi
