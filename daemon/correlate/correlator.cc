@@ -393,10 +393,12 @@ std::string BlindWhy(const WindowStats& w, const SeriesState& state, int64_t t0,
   }
 }
 
-// "mlx5_0/1 port_xmit_wait saturated" (raw counter names are what an
-// operator looks up: perfquery, ethtool -S).
-std::string BlindText(const SeriesCorrelation& s, const std::string& port) {
-  return absl::StrCat(port.empty() ? "" : absl::StrCat(port, " "), s.raw_name, " ", s.blind);
+// "mlx5_0/1 port_xmit_wait saturated", "eth0 rx_prio3_pause_duration gap":
+// where the series is read and its raw counter name (what an operator looks
+// up: perfquery, ethtool -S).
+std::string BlindText(const SeriesCorrelation& s) {
+  const std::string where = !s.device.empty() ? PortName(s.device, s.port) : s.netdev;
+  return absl::StrCat(where.empty() ? "" : absl::StrCat(where, " "), s.raw_name, " ", s.blind);
 }
 
 // At most three blind series by name, then how many more.
@@ -537,7 +539,7 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
       ++sighted;
       ++g.sighted;
     } else {
-      g.blind.push_back(BlindText(sc, places[i].port));
+      g.blind.push_back(BlindText(sc));
     }
   }
 
@@ -559,7 +561,7 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
   for (size_t i : order) {
     SeriesCorrelation& sc = out.series[i];
     if (IsCongestionClass(sc.signal_class) && sc.superseded_by.empty() && !sc.blind.empty()) {
-      blind_texts.push_back(BlindText(sc, places[i].port));
+      blind_texts.push_back(BlindText(sc));
       out.blind.push_back({.signal = sc.signal,
                            .counter = sc.counter,
                            .source = sc.source,
