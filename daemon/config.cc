@@ -438,8 +438,9 @@ const std::vector<Option>& Options() {
          return absl::OkStatus();
        }},
       Number("correlate-min-coverage", "FRACTION",
-             "A span is clean only when every congestion series in its scope has samples covering "
-             "at least FRACTION of it; otherwise unknown.",
+             "A congestion series whose samples cover less than FRACTION of a span is blind for "
+             "it: listed as a caveat, not judged (a span is unknown when nothing in its scope is "
+             "sighted or a port's whole congestion group is blind).",
              kRestart, &Config::correlate_min_coverage, Fraction()),
       Integer("correlate-queue",
               "Spans waiting for their window to be polled before the correlation worker counts "

@@ -69,6 +69,8 @@ void FillSignal(const SeriesCorrelation& s, v1::SignalCorrelation* out) {
   out->set_anomalous(s.anomalous);
   out->set_coverage(s.stats.coverage);
   out->set_resets(s.stats.resets);
+  out->set_blind(s.blind);
+  out->set_superseded_by(s.superseded_by);
 }
 
 }  // namespace
@@ -144,6 +146,19 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
   out->set_covered_series(static_cast<uint32_t>(c.covered_series));
   out->set_gpu(span.gpu);
   out->set_scope(c.scope);
+  for (const BlindSeries& b : c.blind) {
+    v1::BlindSeries* blind = out->add_blind();
+    blind->set_signal(b.signal);
+    blind->set_counter(b.counter);
+    blind->set_device(b.device);
+    blind->set_port(b.port);
+    blind->set_netdev(b.netdev);
+    blind->set_priority(b.priority);
+    blind->set_direction(b.direction);
+    blind->set_why(b.why);
+    blind->set_source(b.source);
+    blind->set_raw_name(b.raw_name);
+  }
   for (const SeriesCorrelation& s : c.series) {
     v1::SignalCorrelation* signal = out->add_signals();
     FillSignal(s, signal);

@@ -4,9 +4,11 @@
 # priority 3) and their `ethtool -S` files in --ethtool-dir. The test records
 # decode-step spans; during some of them it injects a PFC pause burst
 # (rx_prio3_pause_duration grows by ~80% of wall time on fsroce1), during
-# others nothing. It pushes the spans with `fabricscope push` and checks that
+# others nothing. Both ports' 32-bit PMA port_xmit_wait sits saturated. It
+# pushes the spans with `fabricscope push` and checks that
 # `fabricscope correlate --output json` says fabric for exactly the burst
-# spans, naming fsroce1 and priority 3, and clean for the rest; that a span
+# spans, naming fsroce1 and priority 3, and clean for the rest, each listing
+# the saturated counters as blind (text and JSON); that a span
 # hinted to the quiet port during a burst is clean; then the span aggregates
 # on /metrics, and the ports, series and top subcommands.
 source "$(dirname "$0")/lib.sh"
@@ -29,6 +31,9 @@ for i in 0 1; do
     packet_seq_err local_ack_timeout_err; do
     echo 0 >"$PORT/hw_counters/$c"
   done
+  # As on long-running real hosts: the 32-bit PMA port_xmit_wait sits
+  # saturated (blind), which must not turn clean spans into unknown.
+  echo 4294967295 >"$PORT/counters/port_xmit_wait"
 done
 
 # Pause time (microseconds) per netdev, rewritten atomically like a real
@@ -132,6 +137,14 @@ jq -e '[.[] | select(.verdict == "fabric") | .signals
   "$WORK/corr.json" >/dev/null || fail "fabric spans do not name fsroce1 prio 3: $(cat "$WORK/corr.json")"
 jq -e '[.[] | select(.verdict == "clean") | .signals | length] | all(. == 0)' "$WORK/corr.json" \
   >/dev/null || fail "clean spans list anomalous signals"
+# Every span names the saturated PMA counters in its scope as blind (a
+# caveat, not judged): both ports, or mlx5_0's for the hinted span.
+jq -e 'all(.[]; ([.blind[] | select(.signal == "ib_port_xmit_wait_ticks" and .raw_name == "port_xmit_wait"
+                            and .why == "saturated")] | length)
+                == (if .scope == "every port" then 2 else 1 end))' "$WORK/corr.json" >/dev/null ||
+  fail "blind saturated port_xmit_wait not listed: $(cat "$WORK/corr.json")"
+jq -e '[.[] | select(.verdict == "clean") | .reason | test("port_xmit_wait saturated: blind")] | all' \
+  "$WORK/corr.json" >/dev/null || fail "clean reasons do not name the blind counter"
 # Stall: decode steps over 300 ms.
 jq -e '[.[] | select(.name == "decode_step") | .stall] | all' "$WORK/corr.json" >/dev/null ||
   fail "decode steps over 300ms are stalls"
@@ -152,6 +165,19 @@ jq -e 'length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/dev/null |
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m >"$WORK/corr.txt"
 grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 -> leaf07 Ethernet1/12 prio 3 rx' "$WORK/corr.txt" ||
   fail "human output: $(cat "$WORK/corr.txt")"
+grep -q '    blind: ib_port_xmit_wait_ticks mlx5_1/1 fsroce1 saturated (counters/port_xmit_wait): not judged' "$WORK/corr.txt" ||
+  fail "human output lacks the blind caveat: $(cat "$WORK/corr.txt")"
+# --all-series: each line names its counter (three rdma_errors lines per port
+# that differ only in it).
+"$CLI" correlate --server="$GRPC_ADDR" --span-id="$SPANID" --all-series >"$WORK/all.txt"
+for c in out_of_sequence packet_seq_err local_ack_timeout_err; do
+  [ "$(grep -cE "#[0-9]+ rdma_errors $c +mlx5_[01]/1" "$WORK/all.txt")" = 2 ] ||
+    fail "--all-series lacks rdma_errors $c on both ports: $(cat "$WORK/all.txt")"
+done
+grep -qE "#[0-9]+ discards rx_discards_phy +mlx5_[01]/1 fsroce[01]" "$WORK/all.txt" ||
+  fail "--all-series lacks discards rx_discards_phy: $(cat "$WORK/all.txt")"
+grep -qE "#[0-9]+ ib_port_xmit_wait_ticks +mlx5_0/1 fsroce0 +blind: saturated" "$WORK/all.txt" ||
+  fail "--all-series does not mark port_xmit_wait blind: $(cat "$WORK/all.txt")"
 # Usage errors exit 2 and name the flag.
 rc=0
 "$CLI" correlate --server="$GRPC_ADDR" --trace-id=zz 2>"$WORK/err" || rc=$?

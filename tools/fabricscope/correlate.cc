@@ -38,7 +38,33 @@ std::string Where(const v1::SignalCorrelation& s) {
   return w;
 }
 
+// The signal and, where the family has one, its counter/reason label:
+// "rdma_errors out_of_sequence", "discards rx_discards_phy",
+// "pfc_pause_seconds".
+std::string SignalWithCounter(const std::string& signal, const std::string& counter) {
+  return counter.empty() ? signal : absl::StrCat(signal, " ", counter);
+}
+
+// Where a blind series is: "mlx5_0/1", "eth2 prio 3 rx".
+std::string BlindWhere(const v1::BlindSeries& b) {
+  std::string w;
+  if (!b.device().empty())
+    absl::StrAppend(&w, b.device(), b.port() ? absl::StrCat("/", b.port()) : "");
+  if (!b.netdev().empty()) absl::StrAppend(&w, w.empty() ? "" : " ", b.netdev());
+  if (!b.priority().empty()) absl::StrAppend(&w, " prio ", b.priority());
+  if (!b.direction().empty()) absl::StrAppend(&w, " ", b.direction());
+  return w;
+}
+
 std::string HowMuch(const v1::SignalCorrelation& s) {
+  if (!s.superseded_by().empty()) {
+    return absl::StrCat("superseded by ", s.superseded_by(),
+                        s.blind().empty() ? "" : absl::StrCat(" (", s.blind(), ")"));
+  }
+  if (!s.blind().empty()) {
+    return absl::StrFormat("blind: %s (covered %.0f%% of the span; %s/%s)", s.blind(),
+                           100 * s.coverage(), s.source(), s.raw_name());
+  }
   if (s.signal_class() == "pause") {
     return absl::StrFormat("paused %.1f%% of the span (%.1fms; baseline %.1f%%, peak %.1f%%)",
                            100 * s.pause_fraction(), s.delta() * 1e3, 100 * s.baseline_rate(),
@@ -47,6 +73,47 @@ std::string HowMuch(const v1::SignalCorrelation& s) {
   return absl::StrFormat("%s/s vs baseline %s/s (peak %s/s, +%s in the span)", FormatRate(s.rate()),
                          FormatRate(s.baseline_rate()), FormatRate(s.peak_rate()),
                          FormatRate(s.delta()));
+}
+
+// One series of a span: rank, signal with its counter, where, how much.
+std::string SeriesLine(const v1::SignalCorrelation& s, int rank) {
+  return absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n", s.anomalous() ? "!" : " ", rank,
+                         SignalWithCounter(s.signal(), s.counter()), Where(s), HowMuch(s),
+                         s.score());
+}
+
+// The span's blind series (not judged), one line each, at most kBlindShown.
+std::string BlindLines(const v1::SpanVerdict& v) {
+  constexpr int kBlindShown = 8;
+  std::string out;
+  for (int i = 0; i < v.blind_size() && i < kBlindShown; ++i) {
+    const v1::BlindSeries& b = v.blind(i);
+    absl::StrAppend(&out, "    blind: ", SignalWithCounter(b.signal(), b.counter()), " ",
+                    BlindWhere(b), " ", b.why(), " (", b.source(), "/", b.raw_name(),
+                    "): not judged\n");
+  }
+  if (v.blind_size() > kBlindShown) {
+    absl::StrAppend(&out, "    blind: ", v.blind_size() - kBlindShown,
+                    " more (--output json lists them)\n");
+  }
+  return out;
+}
+
+// The per-span JSON list of blind series.
+std::string BlindJson(const v1::SpanVerdict& v) {
+  std::string out = "[";
+  for (int i = 0; i < v.blind_size(); ++i) {
+    const v1::BlindSeries& b = v.blind(i);
+    absl::StrAppend(
+        &out, i ? "," : "", "{\"signal\":", JsonString(b.signal()),
+        ",\"counter\":", JsonString(b.counter()), ",\"device\":", JsonString(b.device()),
+        ",\"port\":", b.port(), ",\"netdev\":", JsonString(b.netdev()),
+        ",\"priority\":", JsonString(b.priority()), ",\"direction\":", JsonString(b.direction()),
+        ",\"why\":", JsonString(b.why()), ",\"source\":", JsonString(b.source()),
+        ",\"raw_name\":", JsonString(b.raw_name()), "}");
+  }
+  absl::StrAppend(&out, "]");
+  return out;
 }
 
 }  // namespace
@@ -76,9 +143,11 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
           ",\"peak_rate\":", JsonNumber(s.peak_rate()),
           ",\"pause_fraction\":", JsonNumber(s.pause_fraction()),
           ",\"score\":", JsonNumber(s.score()), ",\"anomalous\":", s.anomalous() ? "true" : "false",
+          ",\"blind\":", JsonString(s.blind()),
+          ",\"superseded_by\":", JsonString(s.superseded_by()),
           ",\"coverage\":", JsonNumber(s.coverage()), PartnerJsonMember(s), "}");
     }
-    absl::StrAppend(&out, "]}");
+    absl::StrAppend(&out, "],\"blind\":", BlindJson(v), "}");
   }
   absl::StrAppend(&out, response.spans_size() ? "\n]\n" : "]\n");
   return out;
@@ -98,11 +167,8 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
-    for (const v1::SignalCorrelation& s : v.signals()) {
-      absl::StrAppend(&out, absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n",
-                                            s.anomalous() ? "!" : " ", ++rank, s.signal(), Where(s),
-                                            HowMuch(s), s.score()));
-    }
+    for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));
+    absl::StrAppend(&out, BlindLines(v));
   }
   return out;
 }

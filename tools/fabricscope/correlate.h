@@ -14,8 +14,18 @@
 //    "reason": ..., "scope": ..., "signals": [{"signal", "signal_class",
 //    "device", "port", "netdev", "priority", "direction", "counter", "delta",
 //    "rate", "baseline_rate", "peak_rate", "pause_fraction", "score",
-//    "coverage", "partner"}]}
+//    "blind", "superseded_by", "coverage", "partner"}],
+//    "blind": [{"signal", "counter", "device", "port", "netdev", "priority",
+//    "direction", "why", "source", "raw_name"}]}
 // with signals ranked by score (anomalous only, unless --all-series).
+// "blind" lists the congestion series that could not be judged over the span
+// (why: "saturated", "reset", "gap", "vanished", "not polled", "outside
+// retention"), whatever the verdict; a signal's "blind" is its why ("" when
+// judged), "superseded_by" the series of the same signal judged instead
+// ("source/raw_name", e.g. a 64-bit source over a saturated PMA counter). The
+// human output names each signal with its counter/reason label
+// ("rdma_errors out_of_sequence") and prints one "blind:" line per blind
+// series (at most 8).
 // "scope" says which ports the span was correlated with and why ("every
 // port", "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1", ...; the human
 // output prints it as a "scope:" line). "partner" is present only where the

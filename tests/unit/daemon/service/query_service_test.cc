@@ -65,6 +65,44 @@ TEST_F(QueryServiceTest, CorrelateByTraceIdSpanIdAndTimeRange) {
   for (const auto& s : resp.spans()) EXPECT_EQ(s.name(), "decode_step");
 }
 
+// A saturated PMA port_xmit_wait on mlx5_1/1 is carried as blind (a caveat
+// of the clean span, whatever the include_all_series choice) and in the
+// series list with its why.
+TEST_F(QueryServiceTest, CorrelateCarriesTheBlindSeries) {
+  SeriesKey k{"counters", "port_xmit_wait", "mlx5_1", 1, ""};
+  const SeriesId xmit = store_.Register(k, *MapCounter(k));
+  for (int64_t ts = kT; ts <= kT + 30 * kSec; ts += 200 * kMs) store_.Append(xmit, ts, 4294967295u);
+  v1::CorrelateRequest req;
+  v1::CorrelateResponse resp;
+  req.set_span_id(Bytes(8, 2));
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans_size(), 1);
+  const v1::SpanVerdict& v = resp.spans(0);
+  EXPECT_EQ(v.verdict(), v1::VERDICT_CLEAN) << v.reason();
+  EXPECT_EQ(v.signals_size(), 0);
+  ASSERT_EQ(v.blind_size(), 1);
+  EXPECT_EQ(v.blind(0).signal(), "ib_port_xmit_wait_ticks");
+  EXPECT_EQ(v.blind(0).device(), "mlx5_1");
+  EXPECT_EQ(v.blind(0).port(), 1u);
+  EXPECT_EQ(v.blind(0).why(), "saturated");
+  EXPECT_EQ(v.blind(0).source(), "counters");
+  EXPECT_EQ(v.blind(0).raw_name(), "port_xmit_wait");
+
+  req.set_include_all_series(true);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans(0).signals_size(), 3);
+  int blind = 0;
+  for (const v1::SignalCorrelation& s : resp.spans(0).signals()) {
+    if (s.blind().empty()) continue;
+    ++blind;
+    EXPECT_EQ(s.raw_name(), "port_xmit_wait");
+    EXPECT_EQ(s.blind(), "saturated");
+    EXPECT_EQ(s.superseded_by(), "");
+  }
+  EXPECT_EQ(blind, 1);
+}
+
 TEST_F(QueryServiceTest, CorrelateRejectsBadSelectors) {
   v1::CorrelateResponse resp;
   v1::CorrelateRequest none;
