@@ -69,9 +69,24 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
     ++kept;
   }
   spans->resize(kept);
-  if (max_listed != 0 && spans->size() > max_listed) {  // keep the latest
-    sum.over_limit = spans->size() - max_listed;
-    spans->erase(spans->begin(), spans->begin() + static_cast<ptrdiff_t>(sum.over_limit));
+  if (max_listed != 0 && spans->size() > max_listed) {
+    // The stalls are what the reader asked about: the latest max_listed of
+    // them, then the latest other spans fill the rest; order is kept.
+    const size_t stalls = static_cast<size_t>(std::count_if(
+        spans->begin(), spans->end(), [](const CorrelatedSpan& s) { return s.correlation.stall; }));
+    size_t keep_stalls = std::min<size_t>(stalls, max_listed);
+    size_t keep_others = max_listed - keep_stalls;
+    std::vector<CorrelatedSpan> kept;
+    kept.reserve(max_listed);
+    for (auto it = spans->rbegin(); it != spans->rend(); ++it) {
+      size_t& budget = it->correlation.stall ? keep_stalls : keep_others;
+      if (budget == 0) continue;
+      --budget;
+      kept.push_back(std::move(*it));
+    }
+    std::reverse(kept.begin(), kept.end());
+    sum.over_limit = spans->size() - kept.size();
+    *spans = std::move(kept);
   }
   for (auto& [key, n] : blamed) {
     sum.blamed.push_back(

@@ -104,12 +104,13 @@ struct CorrelateSummary {
   // kMaxBlamed.
   std::vector<BlamedSignal> blamed;
   size_t not_selected = 0;  // spans the selection left out
-  size_t over_limit = 0;    // selected spans the listing limit left out (the earliest)
+  size_t over_limit = 0;    // selected spans the listing limit left out (see SelectSpans)
 };
 
 // Counts `spans` (in start order) into a summary, then keeps in `spans` only
-// the selected ones, at most the latest `max_listed` of them (0: every
-// selected one), in their order. Used by QueryEngine::Correlate and by the
+// the selected ones, at most `max_listed` of them (0: every selected one) in
+// their order: over the limit the latest stalls are kept first, then the
+// latest other spans fill the rest. Used by QueryEngine::Correlate and by the
 // CLI's offline `analyze`.
 CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed,
                              std::vector<CorrelatedSpan>* spans);

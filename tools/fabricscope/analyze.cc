@@ -42,7 +42,8 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
                 "[--verdict fabric|clean|unknown]... [--stalls] [--all] [--limit N]\n"
                 "  lists the events, a summary line of the spans, then the stalls and fabric\n"
                 "  spans (--verdict/--stalls/--all select others, as in correlate); --limit N:\n"
-                "  at most the latest N events and N spans (default 50; json: no limit; 0: all)\n"},
+                "  at most the latest N events and N spans (stalls first; default 50; json: no\n"
+                "  limit; 0: all)\n"},
       file.empty() ? "a recording file is required" : "");
   if (!run) return kExitUsage;
   auto selection = ParseSpanSelection(run->flags(), /*default_all=*/false);

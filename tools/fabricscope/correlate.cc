@@ -111,7 +111,8 @@ std::string CorrelateReportHuman(const v1::CorrelateResponse& response) {
   const v1::CorrelateSummary& s = response.summary();
   if (s.spans() == 0 && response.spans_size() == 0) return "no spans matched\n";
   std::string out = absl::StrCat(CorrelateSummaryLine(s), "\n");
-  // The limit keeps the latest spans: the ones left out come before them.
+  // The limit keeps the latest stalls, then the latest other spans: the ones
+  // left out come before them.
   absl::StrAppend(&out, LeftOutLine(s.over_limit(), "earlier selected spans"));
   if (response.spans_size() > 0) absl::StrAppend(&out, CorrelateHuman(response));
   absl::StrAppend(&out, LeftOutLine(s.not_selected(), "spans not selected",
@@ -227,7 +228,8 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
                 "[--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n"
                 "  lists the stalls and fabric spans after a summary line (with --since;\n"
                 "  --trace-id/--span-id: every span); --verdict/--stalls/--all select others;\n"
-                "  --limit N: at most the latest N spans (default 50; json: no limit; 0: all)\n"});
+                "  --limit N: at most N spans, the latest stalls first (default 50; json: no\n"
+                "  limit; 0: all)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
   const int selectors = flags.Has("trace-id") + flags.Has("span-id") + flags.Has("since");
@@ -263,7 +265,9 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
 
   auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
-  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  // The daemon judges every span of the range for the summary (a busy host's
+  // minute of decode steps is thousands of them).
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
   v1::CorrelateResponse resp;
   grpc::Status s = stub->Correlate(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());

@@ -15,8 +15,9 @@
 // --since the stalls and the fabric spans; with --trace-id/--span-id every
 // span. --verdict V (repeatable, or a comma list) and --stalls select instead
 // the spans of those verdicts and/or the stalls; --all every span. --limit N
-// lists at most the latest N selected spans (default 50 in the human output,
-// no limit in JSON; 0: no limit); lines say how many were left out.
+// lists at most N selected spans, the latest stalls first, then the latest
+// others (default 50 in the human output, no limit in JSON; 0: no limit);
+// lines say how many were left out.
 //
 // --output json prints one object {"summary": S, "spans": [...]}: S is
 //   {"spans": N, "verdicts": {"fabric": N, "clean": N, "unknown": N},

@@ -131,7 +131,8 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   grpc::Status s = stub->Series(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());
   out << (run->json() ? SeriesJson(resp) : SeriesHuman(resp));
-  run->LeftOut(out, LeftOutLine(resp.series_left_out(), "series"));
+  run->LeftOut(out, LeftOutLine(resp.series_left_out(), "series",
+                                "use --limit N; the daemon sends at most 1000"));
   return kExitOk;
 }
 

@@ -455,11 +455,16 @@ TEST(SelectSpansTest, EachSelectorKeepsItsSpansInOrder) {
   EXPECT_EQ(select({.all = false, .unknown = true}, 0, &s), (std::vector<int>{9}));
   EXPECT_EQ(select({.all = false, .clean = true, .unknown = true}, 0, &s),
             (std::vector<int>{1, 2, 3, 4, 5, 7, 9}));
-  // The listing limit keeps the latest selected spans and counts the rest;
-  // the summary still counts every span.
+  // The listing limit keeps the latest stalls first, then the latest other
+  // spans, and counts the rest; the summary still counts every span.
   EXPECT_EQ(select(stalls_and_fabric, 2, &s), (std::vector<int>{9, 10}));
   EXPECT_EQ(s.over_limit, 3u);
-  EXPECT_EQ(s.not_selected, 5u);
+  EXPECT_EQ(select(stalls_and_fabric, 4, &s), (std::vector<int>{6, 7, 9, 10}));  // not 8
+  EXPECT_EQ(s.over_limit, 1u);
+  EXPECT_EQ(select(SpanSelection{}, 6, &s), (std::vector<int>{5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(select({.all = false, .clean = true}, 2, &s), (std::vector<int>{5, 7}));
+  EXPECT_EQ(s.not_selected, 4u);
+  EXPECT_EQ(s.over_limit, 4u);
   EXPECT_EQ(s.spans, 10u);
   EXPECT_EQ(select(SpanSelection{}, 100, &s).size(), 10u);
   EXPECT_EQ(s.over_limit, 0u);
