@@ -1,5 +1,6 @@
 #include "tools/fabricscope/analyze.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -27,11 +28,18 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   std::vector<std::string> rest;
   std::string file;
-  for (const std::string& a : args) {
+  // The first operand that is not the value of a "--flag value" pair.
+  const std::vector<std::string> value_flags = {"--stall-thresholds", "--verdict", "--limit"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a.rfind("--", 0) != 0 && file.empty()) {
       file = a;
-    } else {
-      rest.push_back(a);
+      continue;
+    }
+    rest.push_back(a);
+    if (std::find(value_flags.begin(), value_flags.end(), a) != value_flags.end() &&
+        i + 1 < args.size()) {
+      rest.push_back(args[++i]);
     }
   }
   const auto run = Invocation::Start(
