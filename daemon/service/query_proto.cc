@@ -1,5 +1,7 @@
 #include "daemon/service/query_proto.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "daemon/correlate/signal_class.h"
@@ -100,7 +102,40 @@ CorrelateQuery CorrelateQueryFromProto(const v1::CorrelateRequest& request) {
   q.name = request.name();
   q.limit = request.limit();
   q.include_all_series = request.include_all_series();
+  if (request.has_selection()) {
+    q.selection.all = false;
+    q.selection.stalls = request.selection().stalls();
+    for (const int v : request.selection().verdicts()) {
+      if (v == v1::VERDICT_FABRIC) q.selection.fabric = true;
+      if (v == v1::VERDICT_CLEAN) q.selection.clean = true;
+      if (v == v1::VERDICT_UNKNOWN) q.selection.unknown = true;
+    }
+  }
+  q.max_listed = request.max_listed();
   return q;
+}
+
+void CorrelateSummaryToProto(const CorrelateSummary& s, v1::CorrelateSummary* out) {
+  auto n = [](size_t x) { return static_cast<uint32_t>(std::min<size_t>(x, UINT32_MAX)); };
+  const auto at = [](const size_t(&a)[3], Verdict v) { return a[static_cast<size_t>(v)]; };
+  out->set_spans(n(s.spans));
+  out->set_fabric(n(at(s.by_verdict, Verdict::kFabric)));
+  out->set_clean(n(at(s.by_verdict, Verdict::kClean)));
+  out->set_unknown(n(at(s.by_verdict, Verdict::kUnknown)));
+  out->set_stalls(n(s.stalls));
+  out->set_stalls_fabric(n(at(s.stalls_by_verdict, Verdict::kFabric)));
+  out->set_stalls_clean(n(at(s.stalls_by_verdict, Verdict::kClean)));
+  out->set_stalls_unknown(n(at(s.stalls_by_verdict, Verdict::kUnknown)));
+  for (const BlamedSignal& b : s.blamed) {
+    v1::BlamedSignal* o = out->add_blamed();
+    o->set_signal(b.signal);
+    o->set_counter(b.counter);
+    o->set_direction(b.direction);
+    o->set_priority(b.priority);
+    o->set_spans(n(b.spans));
+  }
+  out->set_not_selected(n(s.not_selected));
+  out->set_over_limit(n(s.over_limit));
 }
 
 SeriesQuery SeriesQueryFromProto(const v1::SeriesRequest& request) {
@@ -118,6 +153,7 @@ EventsQuery EventsQueryFromProto(const v1::EventsRequest& request) {
   q.time_range = TimeRangeFromProto(request.time_range());
   q.detector = request.detector();
   q.active_only = request.active_only();
+  q.limit = request.limit();
   return q;
 }
 
