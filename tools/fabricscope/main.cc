@@ -17,6 +17,7 @@
 #include "tools/fabricscope/cli.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
+#include "tools/fabricscope/incidents.h"
 #include "tools/fabricscope/ports.h"
 #include "tools/fabricscope/push.h"
 #include "tools/fabricscope/query_client.h"
@@ -45,6 +46,9 @@ const Subcommand kSubcommands[] = {
      "Write the daemon's samples and spans of a time range as a JSON Lines recording.", RunRecord},
     {"analyze", "analyze FILE [--stall-thresholds=NAME=DUR,...]",
      "Run the detectors and correlator offline over a recording (no daemon needed).", RunAnalyze},
+    {"incidents", "incidents --dir=DIR | DIR [--limit=N]",
+     "List the daemon's --incident-dir recordings (read directly: no daemon needed).",
+     RunIncidents},
     {"top", "top [--interval=DUR] [--iterations=N]",
      "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits).", RunTop},
 };
