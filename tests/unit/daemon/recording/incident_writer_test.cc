@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "core/signals.h"
+#include "daemon/config.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/recording/recording.h"
 #include "daemon/recording/replay.h"
@@ -370,6 +371,83 @@ TEST_F(IncidentWriterTest, StartCreatesTheDirectoryPrivateAndRemovesLeftovers) {
   w->Start();
   w->Stop();
   EXPECT_FALSE(std::filesystem::exists(leftover));
+}
+
+// The incident line: its text (docs/recording.md; the same line is the fuzz
+// seed fuzz/corpus/fuzz_recording/gen_incident) and its round trip.
+TEST(IncidentLineTest, FormatsAndParsesBack) {
+  IncidentHeader h;
+  h.from_unix_nano = 1760000001000000000;
+  h.to_unix_nano = 1760000003600000000;
+  h.device = "mlx5_0";
+  h.port = 1;
+  h.netdev = "eth2";
+  h.closed = "capped";
+  DetectorEvent e;
+  e.id = 7;
+  e.detector = "pfc_storm";
+  e.kind = "storm";
+  e.device = "mlx5_0";
+  e.port = 1;
+  e.netdev = "eth2";
+  e.priority = "3";
+  e.direction = "rx";
+  e.start_unix_nano = 1760000001000000000;
+  e.detected_unix_nano = 1760000001200000000;
+  e.peak = 0.93;
+  e.summary = "eth2 priority 3 rx: paused \"93%\"";
+  h.episodes.push_back(e);
+  h.episodes_omitted = 2;
+  const std::string line = FormatIncidentLine(h);
+  EXPECT_EQ(
+      line,
+      R"({"incident":{"from_unix_nano":1760000001000000000,"to_unix_nano":1760000003600000000,)"
+      R"("device":"mlx5_0","port":1,"netdev":"eth2","closed":"capped","episodes":[{"id":7,)"
+      R"("detector":"pfc_storm","kind":"storm","device":"mlx5_0","port":1,"netdev":"eth2",)"
+      R"("priority":"3","direction":"rx","start_unix_nano":1760000001000000000,)"
+      R"("end_unix_nano":null,"detected_unix_nano":1760000001200000000,"peak":0.93,)"
+      R"("summary":"eth2 priority 3 rx: paused \"93%\""}],"episodes_omitted":2}})");
+  auto back = ParseRecordingLine(line);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->type, RecordingLine::kIncident);
+  EXPECT_EQ(FormatIncidentLine(back->incident), line);
+  EXPECT_EQ(back->incident.episodes.at(0).summary, e.summary);
+  EXPECT_TRUE(back->incident.episodes.at(0).active());
+  // A malformed header is an error like any malformed line.
+  EXPECT_FALSE(ParseRecordingLine(R"({"incident":{"to_unix_nano":1}})").ok());
+  EXPECT_FALSE(ParseRecordingLine(R"({"incident":{"from_unix_nano":1,"to_unix_nano":2,)"
+                                  R"("episodes":[{"peak":"x","start_unix_nano":1}]}})")
+                   .ok());
+}
+
+TEST(IncidentConfigTest, FlagsAndDefaults) {
+  auto parse = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+  };
+  auto defaults = parse({"fabricscoped"});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->config.incident_dir, "");
+  EXPECT_EQ(defaults->config.incident_before, absl::Seconds(30));
+  EXPECT_EQ(defaults->config.incident_after, absl::Seconds(30));
+  EXPECT_EQ(defaults->config.incident_max_duration, absl::Minutes(5));
+  EXPECT_EQ(defaults->config.incident_dir_max_bytes, 1ull << 30);
+  auto set = parse({"fabricscoped", "--incident-dir=/var/lib/fabricscope/incidents",
+                    "--incident-before=5s", "--incident-after=2s", "--incident-max-duration=1m",
+                    "--incident-dir-max=256MiB"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->config.incident_dir, "/var/lib/fabricscope/incidents");
+  EXPECT_EQ(set->config.incident_before, absl::Seconds(5));
+  EXPECT_EQ(set->config.incident_after, absl::Seconds(2));
+  EXPECT_EQ(set->config.incident_max_duration, absl::Minutes(1));
+  EXPECT_EQ(set->config.incident_dir_max_bytes, 256ull << 20);
+  auto small = parse({"fabricscoped", "--incident-dir-max=10KiB"});
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(std::string(small.status().message()).find("--incident-dir-max"), std::string::npos)
+      << small.status();
+  EXPECT_FALSE(parse({"fabricscoped", "--incident-after=0s"}).ok());
+  EXPECT_NE(HelpText().find("--incident-dir=DIR"), std::string::npos);
 }
 
 }  // namespace
