@@ -330,6 +330,10 @@ const std::vector<Option>& Options() {
              "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl "
              "(tests, simulator). Empty uses the kernel.",
              kRestart, &Config::ethtool_dir),
+      String("dcb-dir", "DIR",
+             "Read each netdev's PFC configuration from DIR/<netdev> (`dcb pfc show dev "
+             "<netdev>` text) instead of dcbnl (tests, simulator). Empty uses the kernel.",
+             kRestart, &Config::dcb_dir),
       String("lldpd-socket", "PATH",
              "lldpd's control socket, read by the topology collector for LLDP neighbours (the "
              "daemon's user must be able to connect: root or group _lldpd). Empty disables LLDP.",
@@ -734,6 +738,7 @@ absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config
   CollectorOptions options;
   options.sysfs_root = config.sysfs_root;
   options.ethtool_dir = config.ethtool_dir;
+  options.dcb_dir = config.dcb_dir;
   absl::StatusOr<NetdevFilter> include = NetdevFilter::Compile(config.netdev_include);
   if (!include.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("netdev-include: ", include.status().message()));

@@ -60,6 +60,8 @@ struct Config {
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
   std::string ethtool_dir;
+  // dcb_config: read `dcb pfc show` text files from this directory instead of dcbnl.
+  std::string dcb_dir;
   std::string lldpd_socket = "/run/lldpd.socket";
   bool ib_mad_topology = false;
   std::string topology_file;
