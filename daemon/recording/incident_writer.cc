@@ -47,8 +47,9 @@ const MetricSpec& kDeleted = DefineMetric(
 const MetricSpec& kDropped = DefineMetric(
     {.name = "fabricscope_incidents_dropped_total",
      .type = MetricType::kCounter,
-     .help = "Detector episodes not recorded to --incident-dir because the most recordings "
-             "allowed to wait for their window to close (64) were waiting.",
+     .help = "Detector episodes not recorded to --incident-dir: the most recordings allowed "
+             "to wait for their window to close (64) were waiting, or the daemon stopped before "
+             "it had time to write them (1 s at SIGTERM).",
      .labels = {},
      .component = "incidents"});
 const MetricSpec& kWriteErrors = DefineMetric(
@@ -361,10 +362,31 @@ size_t IncidentWriter::RunOnce() {
   return n;
 }
 
-size_t IncidentWriter::Flush() {
+size_t IncidentWriter::Flush(absl::Duration budget) {
   std::lock_guard wlock(write_mu_);
+  const SteadyTime deadline =
+      budget == absl::InfiniteDuration()
+          ? SteadyTime::max()
+          : clock_->SteadyNow() +
+                std::chrono::duration_cast<SteadyDuration>(absl::ToChronoNanoseconds(budget));
   size_t n = 0;
-  for (const Job& job : TakeDue(/*flush=*/true)) n += Write(job) ? 1 : 0;
+  uint64_t late = 0;
+  for (const Job& job : TakeDue(/*flush=*/true)) {
+    if (clock_->SteadyNow() >= deadline) {
+      late += job.header.episodes.size() + job.header.episodes_omitted;
+      continue;
+    }
+    n += Write(job) ? 1 : 0;
+  }
+  if (late > 0) {
+    {
+      std::lock_guard lock(mu_);
+      stats_.dropped += late;
+    }
+    if (dropped_metric_ != nullptr) dropped_metric_->Increment(static_cast<double>(late));
+    Log(LogLevel::kWarn, "incidents", "stopping: no time left to record these episodes",
+        {{"episodes", absl::StrCat(late)}, {"budget", absl::FormatDuration(budget)}});
+  }
   return n;
 }
 

@@ -26,7 +26,8 @@
 // recording covers at most before + max_duration + after.
 //
 // Bounds: at most `max_pending` recordings wait at once; an episode that
-// would need another is not recorded (fabricscope_incidents_dropped_total).
+// would need another is not recorded (fabricscope_incidents_dropped_total,
+// which also counts the episodes a bounded Flush at stop had no time for).
 // A recording lists at most `max_episodes` episodes (the rest are counted in
 // the header) and `max_spans` spans. The directory holds at most
 // `dir_max_bytes` of recordings: after each write the oldest are deleted
@@ -126,10 +127,12 @@ class IncidentWriter final : public EventObserver {
   // episode reached max_duration). Returns the number written.
   size_t RunOnce();
   // Writes every waiting recording now, its window cut at now (closed
-  // "stopped" where it was not over): the daemon calls it after the
-  // scheduler stopped, so a restart loses no episode. Returns the number
+  // "stopped" where it was not over), oldest first, starting no write after
+  // `budget` (steady clock): the daemon calls it after the scheduler stopped,
+  // so a restart loses no episode while SIGTERM stays bounded. The episodes
+  // of recordings not written in time count as dropped. Returns the number
   // written.
-  size_t Flush();
+  size_t Flush(absl::Duration budget = absl::InfiniteDuration());
 
   IncidentStats stats() const;
   size_t pending() const;

@@ -353,6 +353,18 @@ TEST_F(IncidentWriterTest, FlushWritesWhatWaitsCutAtNow) {
   EXPECT_EQ(header->incident.to_unix_nano, kT + 22 * kSec);
 }
 
+TEST_F(IncidentWriterTest, FlushWithoutTimeLeftDropsAndCounts) {
+  auto w = MakeWriter(Options());
+  Open("pfc_storm", "storm", "mlx5_0", "eth0", kT + 20 * kSec);
+  Open("microburst", "burst", "mlx5_0", "eth0", kT + 20 * kSec);
+  Open("pfc_storm", "storm", "mlx5_1", "eth1", kT + 20 * kSec);
+  At(kT + 22 * kSec);
+  EXPECT_EQ(w->Flush(absl::ZeroDuration()), 0u);  // (the fake clock does not move)
+  EXPECT_EQ(w->stats().dropped, 3u);
+  EXPECT_EQ(w->pending(), 0u);
+  EXPECT_TRUE(Files().empty());
+}
+
 TEST_F(IncidentWriterTest, StartCreatesTheDirectoryPrivateAndRemovesLeftovers) {
   IncidentOptions o = Options();
   o.dir = (dir_ / "a" / "b").string();
