@@ -593,6 +593,30 @@ const std::vector<Option>& Options() {
                "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "
                "(the previous one is not replaced) and the daemon exits.",
                kRestart, &Config::state_save_timeout),
+
+      // Incident recordings.
+      String("incident-dir", "DIR",
+             "Write a recording (docs/recording.md) of every detector episode to DIR: its port's "
+             "series and the spans in scope, from --incident-before before it started to "
+             "--incident-after after it ended; overlapping episodes on one port share one. "
+             "`fabricscope incidents --dir=DIR` lists them, `fabricscope analyze FILE` reads "
+             "one. Created (0700) when missing; write errors are logged and counted, never "
+             "fatal. Empty: none.",
+             kRestart, &Config::incident_dir),
+      Duration("incident-before", "How much before an episode's start its recording begins.",
+               kRestart, &Config::incident_before),
+      Duration("incident-after",
+               "How much after an episode's end its recording ends (and so how long after the "
+               "end it is written).",
+               kRestart, &Config::incident_after),
+      Duration("incident-max-duration",
+               "An episode still active this long after it started is recorded then, up to that "
+               "instant (once: its later end writes nothing more).",
+               kRestart, &Config::incident_max_duration),
+      ByteSize("incident-dir-max",
+               "Most bytes of recordings kept in --incident-dir: after each write the oldest are "
+               "deleted until the rest fit (counted in fabricscope_incidents_deleted_total).",
+               kRestart, &Config::incident_dir_max_bytes, 1ull << 20),
   };
   return *options;
 }

@@ -113,6 +113,13 @@ struct Config {
   // State across restarts (daemon/state/snapshot.h): empty: none.
   std::string state_dir;
   absl::Duration state_save_timeout = absl::Seconds(20);
+
+  // Incident recordings (daemon/recording/incident_writer.h): empty: none.
+  std::string incident_dir;
+  absl::Duration incident_before = absl::Seconds(30);
+  absl::Duration incident_after = absl::Seconds(30);
+  absl::Duration incident_max_duration = absl::Minutes(5);
+  uint64_t incident_dir_max_bytes = 1ull << 30;
 };
 
 // What the command line asked for besides configuration.

@@ -22,7 +22,7 @@ EventLog::EventLog(size_t capacity, MetricsRegistry* metrics)
 }
 
 uint64_t EventLog::Open(DetectorEvent event) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   event.id = next_id_++;
   if (events_.size() >= capacity_) {
     events_.pop_front();
@@ -30,7 +30,13 @@ uint64_t EventLog::Open(DetectorEvent event) {
     if (evicted_metric_ != nullptr) evicted_metric_->Increment();
   }
   events_.push_back(std::move(event));
-  return events_.back().id;
+  const uint64_t id = events_.back().id;
+  if (observer_ != nullptr) {
+    DetectorEvent copy = events_.back();
+    lock.unlock();
+    observer_->OnEventOpened(copy);
+  }
+  return id;
 }
 
 std::vector<DetectorEvent> EventLog::All() const {
@@ -71,13 +77,22 @@ void EventLog::Update(uint64_t id, double peak, std::string summary) {
 }
 
 void EventLog::Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  DetectorEvent closed;
   if (DetectorEvent* e = FindLocked(id); e != nullptr) {
     // An end at the start would read as "active": keep it strictly positive.
     e->end_unix_nano = std::max(end_unix_nano, e->start_unix_nano + 1);
     e->peak = peak;
     e->summary = std::move(summary);
+    if (observer_ != nullptr) closed = *e;
+  } else {
+    closed.id = id;
+    closed.end_unix_nano = end_unix_nano;
+    closed.peak = peak;
+    closed.summary = std::move(summary);
   }
+  lock.unlock();
+  if (observer_ != nullptr) observer_->OnEventClosed(closed);
 }
 
 std::vector<DetectorEvent> EventLog::List(int64_t from_unix_nano, int64_t to_unix_nano,

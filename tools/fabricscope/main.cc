@@ -17,6 +17,7 @@
 #include "tools/fabricscope/cli.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
+#include "tools/fabricscope/incidents.h"
 #include "tools/fabricscope/ports.h"
 #include "tools/fabricscope/push.h"
 #include "tools/fabricscope/query_client.h"
@@ -50,6 +51,9 @@ const Subcommand kSubcommands[] = {
      "analyze FILE [--stall-thresholds=NAME=DUR,...] [--verdict=V]... [--stalls] [--all]\n"
      "            [--limit=N (50)]",
      "Run the detectors and correlator offline over a recording (no daemon needed).", RunAnalyze},
+    {"incidents", "incidents --dir=DIR | DIR [--limit=N (20)]",
+     "List the daemon's --incident-dir recordings (read directly: no daemon needed).",
+     RunIncidents},
     {"top", "top [--interval=DUR] [--iterations=N] [--all-priorities] [--limit=N (40)]",
      "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits);\n"
      "      priorities with PFC enabled or moving only, unless --all-priorities.",
