@@ -154,11 +154,9 @@ int RunIncidents(const CliContext& ctx, const std::vector<std::string>& args) {
     dir = flags.Get("dir");
   }
   if (dir.empty()) return run->UsageWithHelp("the incident directory is required");
-  uint32_t limit = run->json() ? 0 : kHumanLimit;
-  if (flags.Has("limit") && !absl::SimpleAtoi(flags.Get("limit"), &limit)) {
-    return run->Usage(absl::StrCat("invalid value \"", flags.Get("limit"),
-                                   "\" for flag --limit: want a number >= 0 (0: no limit)"));
-  }
+  const absl::StatusOr<uint32_t> parsed_limit = run->Limit(kHumanLimit);
+  if (!parsed_limit.ok()) return run->Usage(parsed_limit.status().message());
+  const uint32_t limit = *parsed_limit;
   auto files = ListIncidentFiles(dir);
   if (!files.ok()) return run->Fail(files.status().message());
   // The newest `limit`, oldest first.
@@ -176,10 +174,7 @@ int RunIncidents(const CliContext& ctx, const std::vector<std::string>& args) {
     }
     listed.push_back(std::move(l));
   }
-  const std::string more =
-      left_out == 0 ? ""
-                    : absl::StrCat("... ", left_out,
-                                   " older incidents (use --limit N; --limit 0 shows all)\n");
+  const std::string more = LeftOutLine(left_out, "older incidents", "");
   if (run->json()) {
     out << "[";
     for (size_t i = 0; i < listed.size(); ++i) {
