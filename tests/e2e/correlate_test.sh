@@ -145,11 +145,11 @@ jq -e '[.spans[] | select(.verdict == "clean") | .signals | length] | all(. == 0
   >/dev/null || fail "clean spans list anomalous signals"
 # Every span names the saturated PMA counters in its scope as blind (a
 # caveat, not judged): both ports, or mlx5_0's for the hinted span.
-jq -e 'all(.[]; ([.blind[] | select(.signal == "ib_port_xmit_wait_ticks" and .raw_name == "port_xmit_wait"
+jq -e 'all(.spans[]; ([.blind[] | select(.signal == "ib_port_xmit_wait_ticks" and .raw_name == "port_xmit_wait"
                             and .why == "saturated")] | length)
                 == (if .scope == "every port" then 2 else 1 end))' "$WORK/corr.json" >/dev/null ||
   fail "blind saturated port_xmit_wait not listed: $(cat "$WORK/corr.json")"
-jq -e '[.[] | select(.verdict == "clean") | .reason | test("port_xmit_wait saturated: blind")] | all' \
+jq -e '[.spans[] | select(.verdict == "clean") | .reason | test("port_xmit_wait saturated: blind")] | all' \
   "$WORK/corr.json" >/dev/null || fail "clean reasons do not name the blind counter"
 # Stall: decode steps over 300 ms.
 jq -e '[.spans[] | select(.name == "decode_step") | .stall] | all' "$WORK/corr.json" >/dev/null ||

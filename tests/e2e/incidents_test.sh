@@ -68,7 +68,7 @@ n=$(jq length "$WORK/incidents.json")
 "$CLI" --output=json incidents --dir="$DIR" --limit=1 >"$WORK/limit.json" 2>"$WORK/limit.err"
 [ "$(jq length "$WORK/limit.json")" = 1 ] || fail "--limit=1 listed $(jq length "$WORK/limit.json")"
 if [ "$n" -gt 1 ]; then
-  grep -q "$((n - 1)) older incidents" "$WORK/limit.err" || fail "--limit=1 does not say what it left out: $(cat "$WORK/limit.err")"
+  grep -q "$((n - 1)) more incidents (older ones" "$WORK/limit.err" || fail "--limit=1 does not say what it left out: $(cat "$WORK/limit.err")"
 fi
 "$CLI" incidents "$WORK/nonexistent" >/dev/null 2>&1 && fail "incidents on a missing directory succeeded"
 
