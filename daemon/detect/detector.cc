@@ -185,7 +185,7 @@ Debouncer::Transition Episode::Feed(DetectorContext* ctx, int64_t start_ns, int6
   } else if (deb.active() && cond && event_id != 0) {
     // Cheap: only the peak and summary of an open event change.
     summary_text = summary(*this);
-    ctx->events()->Update(event_id, run_peak, summary_text);
+    ctx->events()->Update(event_id, run_peak, summary_text, end_ns);
   }
   return t;
 }

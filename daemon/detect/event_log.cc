@@ -46,6 +46,7 @@ uint64_t EventLog::Open(DetectorEvent event) {
   }
   events_.push_back(std::move(event));
   DetectorEvent& e = events_.back();
+  e.seen_unix_nano = std::max({e.seen_unix_nano, e.detected_unix_nano, e.start_unix_nano});
   if (e.merge_rank >= 0) MergeLocked(&e);
   return e.id;
 }
@@ -66,10 +67,12 @@ void EventLog::MergeLocked(DetectorEvent* e) {
         e->start_unix_nano < f->start_unix_nano - kMergeLeadNs) {
       continue;
     }
-    // An equal rank joins while it lasts (simultaneous signals), a higher one
-    // also in its tail.
-    const int64_t tail = f->merge_rank > e->merge_rank && e->merge_tail ? kMergeTailNs : 0;
-    if (f->active() || f->end_unix_nano + tail >= e->start_unix_nano) {
+    // Within its reach (while active: the last interval its condition held),
+    // or in its tail for a consequence of a higher-ranked episode.
+    const int64_t reach = f->active() ? f->seen_unix_nano : f->end_unix_nano;
+    const int64_t slack =
+        f->merge_rank > e->merge_rank && e->merge_tail ? kMergeTailNs : kMergeGapNs;
+    if (reach + slack >= e->start_unix_nano) {
       e->merged_into = f->id;
       AddSignals(&f->signals, e->signals);
       return;
@@ -137,9 +140,10 @@ DetectorEvent* EventLog::FindLocked(uint64_t id) {
   return &events_[id - events_.front().id];
 }
 
-void EventLog::Update(uint64_t id, double peak, std::string summary) {
+void EventLog::Update(uint64_t id, double peak, std::string summary, int64_t seen_unix_nano) {
   std::lock_guard lock(mu_);
   if (DetectorEvent* e = FindLocked(id); e != nullptr) {
+    e->seen_unix_nano = std::max(e->seen_unix_nano, seen_unix_nano);
     e->peak = peak;
     e->summary = std::move(summary);
   }

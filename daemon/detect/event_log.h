@@ -15,11 +15,11 @@
 // (same device/port, or same netdev) joins the episode already there instead
 // of standing alone:
 //  - it is merged into the earliest unmerged event of that port with a rank
-//    >= its own that started at most kMergeLeadNs after it and is active or
-//    ended after it started, or, for a higher
-//    rank and an event marked merge_tail (a consequence that outlasts its
-//    cause), ended at most kMergeTailNs before it started (the tail of the
-//    episode: ACK timeouts after a link flap);
+//    >= its own that started at most kMergeLeadNs after it and reached up to
+//    kMergeGapNs before its start (its end, or while active the last
+//    interval its condition held), or, for a higher rank and an event marked
+//    merge_tail (a consequence that outlasts its cause), up to kMergeTailNs
+//    before it (the tail of the episode: ACK timeouts after a link flap);
 //  - else it stands, and absorbs the unmerged events of that port with a
 //    lower rank that started at most kMergeLeadNs before it (the first
 //    bursts of a storm, seen before the storm's detection time), taking the
@@ -76,6 +76,10 @@ struct DetectorEvent {
   // The latest end of the events merged into this one that ended while it
   // was active (its end extends to it). Not exported or saved.
   int64_t merged_end = 0;
+  // The end of the last interval its condition held (detected_unix_nano,
+  // then Update's): how far an active episode reaches for joins. Not
+  // exported or saved.
+  int64_t seen_unix_nano = 0;
 
   bool active() const { return end_unix_nano == 0; }
 };
@@ -83,7 +87,8 @@ struct DetectorEvent {
 class EventLog {
  public:
   static constexpr int64_t kMergeLeadNs = 1'000'000'000;
-  static constexpr int64_t kMergeTailNs = 2'000'000'000;
+  static constexpr int64_t kMergeTailNs = 1'000'000'000;
+  static constexpr int64_t kMergeGapNs = 200'000'000;
 
   // `metrics` may be null (offline analysis).
   EventLog(size_t capacity, MetricsRegistry* metrics);
@@ -91,8 +96,9 @@ class EventLog {
   // Adds `event` (its id is assigned; merged into an episode or absorbing
   // others per its merge_rank, see above) and returns the id.
   uint64_t Open(DetectorEvent event);
-  // Updates an open event; no-op if it was evicted.
-  void Update(uint64_t id, double peak, std::string summary);
+  // Updates an open event; no-op if it was evicted. `seen_unix_nano`: the
+  // end of the interval whose condition held (0: not known).
+  void Update(uint64_t id, double peak, std::string summary, int64_t seen_unix_nano = 0);
   void Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary);
 
   // Events that overlap [from, to] (an active event extends to +inf), by
