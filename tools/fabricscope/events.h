@@ -13,7 +13,8 @@
 //    daemon's topology knows the other end of the event's port: {"system_name",
 //    "port_id", "chassis_id", "port_description", "source"})}
 // The daemon already merges the events of one episode on one port (several
-// signals, detectors; daemon/detect/event_log.h). The human output also folds
+// signals, detectors; daemon/detect/event_log.h); an episode is listed (and
+// filtered by --detector) under its highest-ranked event's detector. The human output also folds
 // events with the same detector, kind and place that overlap in time into one
 // line (from an older daemon), appends the episode's signals when there is
 // more than one ("[signals: pfc_pause_frames rx prio 3, discards
