@@ -91,6 +91,9 @@ struct CollectorOptions {
   // Read `ethtool -S` text files from this directory instead of the ioctl
   // (--ethtool-dir; empty: the kernel).
   std::string ethtool_dir;
+  // Read each netdev's PFC configuration from the `dcb pfc show` text file
+  // DIR/<netdev> instead of dcbnl (--dcb-dir; empty: the kernel).
+  std::string dcb_dir;
   // Extra interfaces besides the RDMA netdevs (--netdev-include, compiled
   // once; the empty filter: none). Used by netdev, ethtool and dcb_config.
   NetdevFilter netdev_include;

@@ -12,7 +12,10 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "collectors/netlink_transaction.h"
 #include "collectors/sysfs_reader.h"
 #include "core/errors.h"
@@ -67,6 +70,23 @@ class KernelDcbSource final : public DcbSource {
   std::vector<uint8_t> reply_;  // the last answer (NetlinkTransact's buffer)
 };
 
+class DirDcbSource final : public DcbSource {
+ public:
+  explicit DirDcbSource(std::string dir) : dir_(std::move(dir)) {}
+
+  absl::StatusOr<uint8_t> PfcEnabled(const std::string& netdev) override {
+    const std::string path = absl::StrCat(dir_, "/", netdev);
+    absl::StatusOr<std::string> text = ReadAttribute(path);  // bounded (4 KiB)
+    if (!text.ok()) return text.status();
+    absl::StatusOr<uint8_t> pfc = ParseDcbPfcShowText(*text);
+    if (!pfc.ok()) return UnparsableError(absl::StrCat(path, ": ", pfc.status().message()));
+    return pfc;
+  }
+
+ private:
+  const std::string dir_;
+};
+
 // Reads a small decimal sysfs file (collectors/sysfs_reader.h); nullopt when
 // it does not exist (a missing source is not an error).
 absl::StatusOr<std::optional<uint64_t>> ReadUint(const std::string& path) {
@@ -103,14 +123,52 @@ absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply) {
   return v.pfc_en;
 }
 
+absl::StatusOr<uint8_t> ParseDcbPfcShowText(absl::string_view text) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> tokens = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (tokens.empty() || tokens[0] != "prio-pfc") continue;
+    uint8_t bitmap = 0;
+    uint8_t seen = 0;
+    for (size_t i = 1; i < tokens.size(); ++i) {
+      const absl::string_view token = tokens[i];
+      const size_t colon = token.find(':');
+      int prio = -1;
+      if (colon == absl::string_view::npos || !absl::SimpleAtoi(token.substr(0, colon), &prio) ||
+          prio < 0 || prio > 7) {
+        return UnparsableError(
+            absl::StrCat("prio-pfc: bad entry \"", absl::CEscape(token.substr(0, 32)), "\""));
+      }
+      const absl::string_view state = token.substr(colon + 1);
+      if (state != "on" && state != "off") {
+        return UnparsableError(absl::StrCat("prio-pfc: priority ", prio, " is \"",
+                                            absl::CEscape(state.substr(0, 32)),
+                                            "\", not on or off"));
+      }
+      const uint8_t bit = static_cast<uint8_t>(1u << prio);
+      if (seen & bit) return UnparsableError(absl::StrCat("prio-pfc: priority ", prio, " twice"));
+      seen |= bit;
+      if (state == "on") bitmap |= bit;
+    }
+    if (seen != 0xff) return UnparsableError("prio-pfc: not every priority 0..7 listed");
+    return bitmap;
+  }
+  return UnparsableError("no prio-pfc line");
+}
+
 std::unique_ptr<DcbSource> MakeKernelDcbSource() { return std::make_unique<KernelDcbSource>(); }
+
+std::unique_ptr<DcbSource> MakeDirDcbSource(std::string dir) {
+  return std::make_unique<DirDcbSource>(std::move(dir));
+}
 
 absl::StatusOr<std::unique_ptr<Collector>> DcbConfigCollector::Create(const CollectorContext& ctx) {
   if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
     return absl::InvalidArgumentError("dcb_config needs a config, a store and a port inventory");
   }
-  return std::make_unique<DcbConfigCollector>(ctx.store, ctx.ports, ctx.options->sysfs_root,
-                                              ctx.options->netdev_include, MakeKernelDcbSource());
+  return std::make_unique<DcbConfigCollector>(
+      ctx.store, ctx.ports, ctx.options->sysfs_root, ctx.options->netdev_include,
+      ctx.options->dcb_dir.empty() ? MakeKernelDcbSource()
+                                   : MakeDirDcbSource(ctx.options->dcb_dir));
 }
 
 DcbConfigCollector::DcbConfigCollector(Store* store, const PortInventory* ports,

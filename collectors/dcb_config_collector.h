@@ -5,7 +5,9 @@
 //  - fabricscope_pfc_enabled{netdev,priority}: dcbnl RTM_GETDCB with
 //    DCB_CMD_IEEE_GET -> DCB_ATTR_IEEE -> DCB_ATTR_IEEE_PFC (struct ieee_pfc,
 //    pfc_en bitmap), for the netdevs of RDMA ports, --netdev-include matches
-//    and netdevs with a vendor ECN tree.
+//    and netdevs with a vendor ECN tree. With --dcb-dir=DIR (tests and the
+//    simulator: netdevs the kernel does not have) the bitmap comes from
+//    DIR/<netdev> instead, the text of iproute2's `dcb pfc show dev <netdev>`.
 //  - fabricscope_ecn_enabled{netdev,priority,role}: the MLNX_OFED tree
 //    <sysfs-root>/class/net/<if>/ecn/roce_np|roce_rp/enable/<prio> when present.
 //  - fabricscope_hw_counters_lifespan_seconds{device,port}:
@@ -50,6 +52,20 @@ class DcbSource {
 
 // dcbnl over rtnetlink (libnl). One socket, used from one thread.
 std::unique_ptr<DcbSource> MakeKernelDcbSource();
+
+// A directory of `dcb pfc show dev <netdev>` text files, DIR/<netdev>, re-read
+// on every call (the simulator writes them; a test can change them):
+// NotFoundError when the file does not exist (like a netdev the kernel does
+// not know), UnparsableError for text ParseDcbPfcShowText rejects.
+std::unique_ptr<DcbSource> MakeDirDcbSource(std::string dir);
+
+// Parses the text of iproute2's `dcb pfc show dev <netdev>`:
+//   pfc-cap 8 macsec-bypass off delay 0
+//   prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off
+// into the pfc_en bitmap. Only the prio-pfc line counts (other lines, such
+// as the statistics of `dcb -s`, are ignored); it must name each priority
+// 0..7 exactly once as on or off. UnparsableError otherwise. Exposed for tests.
+absl::StatusOr<uint8_t> ParseDcbPfcShowText(absl::string_view text);
 
 // Parses a DCB_CMD_IEEE_GET reply message; exposed for tests.
 absl::StatusOr<uint8_t> ParseDcbIeeeGetReply(const nlmsghdr* reply);

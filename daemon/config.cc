@@ -330,6 +330,10 @@ const std::vector<Option>& Options() {
              "Read `ethtool -S` text files DIR/<netdev> instead of the ETHTOOL_GSTATS ioctl "
              "(tests, simulator). Empty uses the kernel.",
              kRestart, &Config::ethtool_dir),
+      String("dcb-dir", "DIR",
+             "Read each netdev's PFC configuration from DIR/<netdev> (`dcb pfc show dev "
+             "<netdev>` text) instead of dcbnl (tests, simulator). Empty uses the kernel.",
+             kRestart, &Config::dcb_dir),
       String("lldpd-socket", "PATH",
              "lldpd's control socket, read by the topology collector for LLDP neighbours (the "
              "daemon's user must be able to connect: root or group _lldpd). Empty disables LLDP.",
@@ -434,8 +438,9 @@ const std::vector<Option>& Options() {
          return absl::OkStatus();
        }},
       Number("correlate-min-coverage", "FRACTION",
-             "A span is clean only when every congestion series in its scope has samples covering "
-             "at least FRACTION of it; otherwise unknown.",
+             "A congestion series whose samples cover less than FRACTION of a span is blind for "
+             "it: listed as a caveat, not judged (a span is unknown when nothing in its scope is "
+             "sighted or a port's whole congestion group is blind).",
              kRestart, &Config::correlate_min_coverage, Fraction()),
       Integer("correlate-queue",
               "Spans waiting for their window to be polled before the correlation worker counts "
@@ -591,6 +596,30 @@ const std::vector<Option>& Options() {
                "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "
                "(the previous one is not replaced) and the daemon exits.",
                kRestart, &Config::state_save_timeout),
+
+      // Incident recordings.
+      String("incident-dir", "DIR",
+             "Write a recording (docs/recording.md) of every detector episode to DIR: its port's "
+             "series and the spans in scope, from --incident-before before it started to "
+             "--incident-after after it ended; overlapping episodes on one port share one. "
+             "`fabricscope incidents --dir=DIR` lists them, `fabricscope analyze FILE` reads "
+             "one. Created (0700) when missing; write errors are logged and counted, never "
+             "fatal. Empty: none.",
+             kRestart, &Config::incident_dir),
+      Duration("incident-before", "How much before an episode's start its recording begins.",
+               kRestart, &Config::incident_before),
+      Duration("incident-after",
+               "How much after an episode's end its recording ends (and so how long after the "
+               "end it is written).",
+               kRestart, &Config::incident_after),
+      Duration("incident-max-duration",
+               "An episode still active this long after it started is recorded then, up to that "
+               "instant (once: its later end writes nothing more).",
+               kRestart, &Config::incident_max_duration),
+      ByteSize("incident-dir-max",
+               "Most bytes of recordings kept in --incident-dir: after each write the oldest are "
+               "deleted until the rest fit (counted in fabricscope_incidents_deleted_total).",
+               kRestart, &Config::incident_dir_max_bytes, 1ull << 20),
   };
   return *options;
 }
@@ -713,6 +742,7 @@ absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config
   CollectorOptions options;
   options.sysfs_root = config.sysfs_root;
   options.ethtool_dir = config.ethtool_dir;
+  options.dcb_dir = config.dcb_dir;
   absl::StatusOr<NetdevFilter> include = NetdevFilter::Compile(config.netdev_include);
   if (!include.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("netdev-include: ", include.status().message()));

@@ -60,6 +60,8 @@ struct Config {
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
   std::string ethtool_dir;
+  // dcb_config: read `dcb pfc show` text files from this directory instead of dcbnl.
+  std::string dcb_dir;
   std::string lldpd_socket = "/run/lldpd.socket";
   bool ib_mad_topology = false;
   std::string topology_file;
@@ -111,6 +113,13 @@ struct Config {
   // State across restarts (daemon/state/snapshot.h): empty: none.
   std::string state_dir;
   absl::Duration state_save_timeout = absl::Seconds(20);
+
+  // Incident recordings (daemon/recording/incident_writer.h): empty: none.
+  std::string incident_dir;
+  absl::Duration incident_before = absl::Seconds(30);
+  absl::Duration incident_after = absl::Seconds(30);
+  absl::Duration incident_max_duration = absl::Minutes(5);
+  uint64_t incident_dir_max_bytes = 1ull << 30;
 };
 
 // What the command line asked for besides configuration.

@@ -116,6 +116,17 @@ absl::Status Daemon::Init() {
   span_store_ = std::make_unique<SpanStore>(
       SpanStoreOptions{.memory_bytes = config_.span_memory_bytes, .max_age = config_.max_span_age},
       clock_, &metrics_);
+  if (!config_.incident_dir.empty()) {
+    IncidentOptions iopt;
+    iopt.dir = config_.incident_dir;
+    iopt.before = config_.incident_before;
+    iopt.after = config_.incident_after;
+    iopt.max_duration = config_.incident_max_duration;
+    iopt.dir_max_bytes = config_.incident_dir_max_bytes;
+    incident_writer_ = std::make_unique<IncidentWriter>(iopt, store_.get(), span_store_.get(),
+                                                        &ports_, clock_, &metrics_);
+    events_->SetObserver(incident_writer_.get());
+  }
   for (const char* kind : {"series", "samples", "spans", "events"}) {
     metrics_.Gauge(kStateRestored).Add({{"kind", kind}}).Set(0);
   }
@@ -408,6 +419,8 @@ void Daemon::Reload() {
 }
 
 int Daemon::Run() {
+  // After --user took effect: the directory is made as that user.
+  if (incident_writer_) incident_writer_->Start();
   scheduler_->Start();
   correlation_worker_->Start();
   if (replay_) replay_->Start();
@@ -432,6 +445,12 @@ int Daemon::Run() {
   correlation_worker_->Stop();
   scheduler_->Stop();
   exporter_.reset();
+  if (incident_writer_) {
+    // No episode opens or closes any more: record what is still waiting,
+    // cut at now, so a restart loses none (writes start within 1 s).
+    incident_writer_->Stop();
+    incident_writer_->Flush(absl::Seconds(1));  // SIGTERM stays within 2 s
+  }
   if (!config_.state_dir.empty()) SaveState();
   Log(LogLevel::kInfo, "daemon", "stopped");
   return 0;

@@ -8,6 +8,9 @@
 //     detector gauges and counters on /metrics, Query.Events
 //   SpanStore --(tailed by CorrelationWorker, once each span's window was
 //     polled)--> Correlator(Store) --> span aggregates on /metrics
+//   EventLog --(every episode opened/closed)--> IncidentWriter (--incident-dir:
+//     a recording of the episode's port from Store and SpanStore, on its own
+//     thread once the episode's window has closed)
 //
 // Run() blocks the calling thread in a signal loop: SIGTERM/SIGINT stop the
 // daemon (bounded: the scheduler stops within one collector poll, the HTTP
@@ -35,6 +38,7 @@
 #include "daemon/detect/event_log.h"
 #include "daemon/ingest/span_ingester.h"
 #include "daemon/query/query_engine.h"
+#include "daemon/recording/incident_writer.h"
 #include "daemon/recording/replay.h"
 #include "daemon/scheduler.h"
 #include "daemon/service/grpc_server.h"
@@ -97,6 +101,8 @@ class Daemon {
   // Span ingest. Declared after what they use and before grpc_server_, so the
   // server (declared last) is destroyed first.
   std::unique_ptr<SpanStore> span_store_;
+  // --incident-dir: the event log's observer; reads the store and span store.
+  std::unique_ptr<IncidentWriter> incident_writer_;
   std::unique_ptr<SpanIngester> ingester_;
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<OtlpTraceService> otlp_service_;

@@ -24,6 +24,9 @@ packages=(
   prometheus prometheus-node-exporter lldpd iproute2 ethtool procps curl jq openssl python3 python3-yaml
   # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
   systemd
+  # the Debian package (cpack -G DEB, e2e_deb_package): dpkg-shlibdeps computes
+  # its dependencies, help2man makes the man pages from --help
+  dpkg-dev help2man
 )
 
 missing=()

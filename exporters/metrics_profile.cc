@@ -31,6 +31,7 @@ const std::vector<std::string>& Families() {
         "fabricscope_fec_corrected_blocks_total",
         "fabricscope_fec_uncorrectable_blocks_total",
         "fabricscope_gpu_nic_affinity",
+        "fabricscope_ib_pma_saturated",
         "fabricscope_ib_port_errors_total",
         "fabricscope_ingest_spans_total",
         "fabricscope_link_degraded_active",
@@ -72,6 +73,10 @@ const std::vector<std::string>& Families() {
   }();
   return *kFamilies;
 }
+
+// Kept under fleet only while 1 (a counter that sits saturated): the
+// FabricCounterSaturated alert reads nothing else.
+constexpr absl::string_view kSaturatedFamily = "fabricscope_ib_pma_saturated";
 
 bool HasSignalLabel(const std::string& family) {
   return family == "fabricscope_peak_rate_per_second" || family == "fabricscope_microbursts_total";
@@ -118,11 +123,13 @@ void ApplyMetricsProfile(MetricsProfile profile, std::vector<prometheus::MetricF
   out.reserve(families->size());
   for (auto& f : *families) {
     if (!std::binary_search(keep.begin(), keep.end(), f.name)) continue;
-    if (HasSignalLabel(f.name) || HasLaneLabel(f.name)) {
+    const bool saturation = f.name == kSaturatedFamily;
+    if (HasSignalLabel(f.name) || HasLaneLabel(f.name) || saturation) {
       const bool signal = HasSignalLabel(f.name);
       auto& ms = f.metric;
       ms.erase(std::remove_if(ms.begin(), ms.end(),
-                              [signal](const prometheus::ClientMetric& m) {
+                              [signal, saturation](const prometheus::ClientMetric& m) {
+                                if (saturation) return !(m.gauge.value > 0);
                                 if (signal) {
                                   const std::string* s = Label(m, "signal");
                                   return s == nullptr || !FleetKeepsSignal(*s);

@@ -9,7 +9,9 @@
 //    fabricscope_peak_rate_per_second and fabricscope_microbursts_total keep
 //    only the congestion signals (FleetKeepsSignal: the ones the rules and
 //    the dashboard select), and the per-lane FEC series (lane != "") are
-//    dropped (the rules read the totals). A test
+//    dropped (the rules read the totals), and fabricscope_ib_pma_saturated
+//    keeps only the counters that sit saturated (value 1: what the
+//    FabricCounterSaturated alert reads). A test
 //    (tests/unit/exporters/metrics_profile_test.cc) fails when a shipped
 //    rule or panel reads a family the fleet profile drops.
 //

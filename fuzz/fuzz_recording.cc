@@ -43,6 +43,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again->ts_ns == rec->ts_ns);
     FUZZ_CHECK(again->key == rec->key);
     FUZZ_CHECK(again->value == rec->value);
+  } else if (rec.ok() && rec->type == fabricscope::RecordingLine::kIncident) {
+    // Written again, read again: the same line (the first writing fixes
+    // number spellings, e.g. a peak's precision).
+    const std::string written = fabricscope::FormatIncidentLine(rec->incident);
+    absl::StatusOr<fabricscope::RecordingLine> again = fabricscope::ParseRecordingLine(written);
+    FUZZ_CHECK(again.ok());
+    FUZZ_CHECK(again->type == fabricscope::RecordingLine::kIncident);
+    FUZZ_CHECK(fabricscope::FormatIncidentLine(again->incident) == written);
   } else if (rec.ok()) {
     const std::string written = fabricscope::FormatSpanLine(rec->span);
     absl::StatusOr<fabricscope::RecordingLine> again = fabricscope::ParseRecordingLine(written);

@@ -9,7 +9,7 @@
 //   fuzz_netlink      ethtool genl PAUSE_GET / FEC_GET replies and a dcbnl
 //                     DCB_CMD_IEEE_GET reply, laid out like the kernel's
 //                     (built with libnl)
-//   fuzz_recording    sample and span lines written by the recording writer
+//   fuzz_recording    sample, span and incident lines written by the recording writer
 //   fuzz_config       one file setting every option to its default (from
 //                     HelpText(), each line checked with ApplyConfigText)
 //   fuzz_snapshot     state snapshots written by WriteSnapshot (a small
@@ -327,6 +327,30 @@ void Recording() {
         R"("name":"d\u00e9code\n","kind":"other","start_unix_nano":1,"end_unix_nano":2,)"
         R"("attributes":{"k":[1,{"x":null}],"n":1.5e3},"rdma_device":"mlx5_1","rdma_port":2,)"
         R"("netdev":"eth3","stall":true,"extra":{"a":[true,false,null]}}})");
+  // The incident line heading an --incident-dir recording (one active episode).
+  fabricscope::IncidentHeader h;
+  h.from_unix_nano = 1760000001000000000;
+  h.to_unix_nano = 1760000003600000000;
+  h.device = "mlx5_0";
+  h.port = 1;
+  h.netdev = "eth2";
+  h.closed = "capped";
+  fabricscope::DetectorEvent e;
+  e.id = 7;
+  e.detector = "pfc_storm";
+  e.kind = "storm";
+  e.device = "mlx5_0";
+  e.port = 1;
+  e.netdev = "eth2";
+  e.priority = "3";
+  e.direction = "rx";
+  e.start_unix_nano = 1760000001000000000;
+  e.detected_unix_nano = 1760000001200000000;
+  e.peak = 0.93;
+  e.summary = "eth2 priority 3 rx: paused \"93%\"";
+  h.episodes.push_back(e);
+  h.episodes_omitted = 2;
+  Write("fuzz_recording", "incident", fabricscope::FormatIncidentLine(h));
 }
 
 // --- config -----------------------------------------------------------------

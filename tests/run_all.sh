@@ -29,12 +29,18 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # uninstrumented gRPC and Abseil (handoffs TSan cannot see; tests/tsan.supp
 # covers the rest). They run in the release and ASan builds.
 # Under ASan/UBSan, tests that exercise no daemon code of their own (promtool
-# rule tests, manifest checks) or only re-measure detection quality over long
-# simulated runs (the analyze code path runs under ASan in e2e_detect) are left
-# out: they would add minutes to CI and find nothing a sanitizer could. So are
+# rule tests, manifest checks, the Debian package built from the release
+# binaries, the check that namespace-less environments skip) or only re-measure
+# detection quality over long simulated runs (the analyze code path runs under
+# ASan in e2e_detect) are left out: they would add minutes to CI and find
+# nothing a sanitizer could. So are
 # the fleet runs (e2e_fleet_*: twelve daemons and Prometheus testing the PromQL
-# fleet rules; the daemon paths they use run under ASan in the other e2e tests).
-ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_fleet_'
+# fleet rules; the daemon paths they use run under ASan in the other e2e tests),
+# the dashboard-query check (e2e_deploy_dashboard: its subject is PromQL), the
+# output goldens (e2e_daemon_golden: byte comparisons of output the other e2e
+# tests produce under ASan) and the LLDP end-to-end test with a real lldpd
+# (e2e_lldp_topology: the LLDP source runs under ASan in LldpSourceVethTest).
+ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_deploy_dashboard|e2e_fleet_|e2e_daemon_golden|e2e_lldp_topology|e2e_deb_package|e2e_netns_skip'
 
 TSAN_EXCLUDE='IngestGrpcTest|GrpcServerTest|QueryServiceTest.OverGrpc|e2e_correlate|e2e_otlp_ingest|e2e_detect|e2e_fault_grpc|e2e_tls'
 

@@ -12,8 +12,9 @@
 # Every other argument goes to fabricscoped unchanged. The binaries are taken
 # from $FABRICSCOPE_BINARY_DIR (default build/release).
 #
-# In demo mode the simulator writes a live fake sysfs tree and `ethtool -S`
-# files into a fresh /tmp/fabricscope-demo.XXXXXX directory, and this script
+# In demo mode the simulator writes a live fake sysfs tree, `ethtool -S` files
+# and `dcb pfc show` files (the PFC configuration dcbnl would give on a real
+# host) into a fresh /tmp/fabricscope-demo.XXXXXX directory, and this script
 # then becomes fabricscoped (exec) pointed at it. The simulator watches the
 # daemon's pid (the same pid as this script's) and stops, removing the
 # directory, as soon as the daemon exits, whichever way it exits.
@@ -80,7 +81,7 @@ touch "$dir/.fabricsim-remove-ok"
 # started, also goes: it watches this pid).
 trap 'rm -rf "$dir"; exit 130' INT TERM
 sim=("$BIN/fabricsim" "--scenario=$scenario" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool"
-     "--ground-truth=$dir/ground_truth.json" "--exit-with-pid=$$" "--remove-on-exit=$dir")
+     "--dcb-dir=$dir/dcb" "--ground-truth=$dir/ground_truth.json" "--exit-with-pid=$$" "--remove-on-exit=$dir")
 
 # Spans go to the daemon through `fabricscope push` (which sends what it reads
 # on stdin when stdin ends): fabricsim's span lines are cut into one batch a
@@ -114,14 +115,17 @@ push_batches() {
   done
 }
 if [ -n "$push_target" ]; then
-  ("${sim[@]}" --spans-out=- | push_batches) &
+  # The last push can fail after the daemon is gone and append to push.log
+  # while the simulator removes the directory: remove it again once both ended.
+  ("${sim[@]}" --spans-out=- | push_batches; rm -rf "$dir") &
 else
   "${sim[@]}" &
 fi
 
 # The daemon discovers ports at startup: wait (bounded) for the first tree.
 for _ in $(seq 1 100); do
-  [ -f "$dir/ethtool/eth2" ] && [ -f "$dir/sys/class/infiniband/mlx5_0/ports/1/state" ] && break
+  [ -f "$dir/ethtool/eth2" ] && [ -f "$dir/dcb/eth2" ] &&
+    [ -f "$dir/sys/class/infiniband/mlx5_0/ports/1/state" ] && break
   sleep 0.05
 done
 
@@ -159,4 +163,5 @@ echo "  topology:     $dir/topology (eth2 -> leaf01, eth3 -> leaf02); PCI tree o
 echo "  stop:         Ctrl-C (the simulator stops with the daemon)"
 
 [ ${#who[@]} -eq 0 ] || echo "  user:         the daemon switches to ${who[0]#--user=} once listening (it needs no privileges)"
-exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" "${topo_args[@]}" "${args[@]}"
+exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" \
+  "--dcb-dir=$dir/dcb" "${topo_args[@]}" "${args[@]}"

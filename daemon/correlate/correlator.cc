@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +157,13 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
         if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
           ++w.resets;
         }
+        if (u.event == CounterEvent::kSaturated) {
+          w.saturated_ns += ov;
+        } else if (u.event == CounterEvent::kReset) {
+          w.reset_ns += ov;
+        } else {
+          w.gap_ns += ov;
+        }
         continue;
       }
       const double d = static_cast<double>(u.delta) * scale;
@@ -168,6 +178,12 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
         baseline_covered += ovb;
       }
     }
+  }
+  if (samples.empty()) {
+    w.before_first_ns = t1 - t0;
+  } else {
+    w.before_first_ns = std::max<int64_t>(0, std::min(samples.front().ts_ns, t1) - t0);
+    w.after_last_ns = std::max<int64_t>(0, t1 - std::max(samples.back().ts_ns, t0));
   }
   w.delta = window_delta;
   w.coverage = static_cast<double>(covered) / static_cast<double>(t1 - t0);
@@ -309,6 +325,93 @@ Correlator::Correlator(const Store* store, const PortInventory* ports, Correlati
                        StallPolicy stalls)
     : store_(store), ports_(ports), options_(std::move(options)), stalls_(std::move(stalls)) {}
 
+namespace {
+
+// The port a series is read at, as one name: "mlx5_0/1" for an RDMA port (a
+// netdev the inventory maps to one names that port), else the netdev, else ""
+// (a host-wide series).
+std::string PortOf(const SeriesKey& key, const std::vector<PortInfo>& ports) {
+  if (!key.device.empty()) return PortName(key.device, key.port);
+  if (key.netdev.empty()) return "";
+  for (const PortInfo& p : ports) {
+    if (p.netdev == key.netdev) return PortName(p.device, p.port);
+  }
+  return key.netdev;
+}
+
+// How trustworthy a counter's deltas are, for choosing among series of one
+// signal: 64-bit, then 32-bit wrapping, then saturating by width.
+int SemanticsRank(const CounterSemantics& sem) {
+  switch (sem.kind) {
+    case CounterKind::kCounter64:
+      return 1000;
+    case CounterKind::kWrap32:
+      return 500;
+    case CounterKind::kSaturating:
+      return sem.width;
+    case CounterKind::kGauge:
+      return 0;
+  }
+  return 0;
+}
+
+// Why nothing came after a series' last sample `last_ns` (< t1): the series
+// is gone, its tier has not polled it since (its last poll is recent, or the
+// store holds nothing newer than the span at all: `newest_ns`), or its polls
+// stopped returning data long before the window (an unreadable file: a gap).
+std::string NoDataSince(const SeriesState& state, int64_t last_ns, int64_t t0, int64_t t1,
+                        int64_t gap_ns, int64_t newest_ns) {
+  if (state.last_ts_ns > t1) return "gap";  // polled later, too late for the window
+  if (!state.present) return "vanished";
+  if (last_ns >= t0 - gap_ns || newest_ns < t1) return "not polled";
+  return "gap";
+}
+
+// What a blind series is missing, from its window statistics (see "Blind
+// series" in the header). `retention` says whether the store evicted data
+// from before `t0` (asked only when needed).
+template <typename Retention>
+std::string BlindWhy(const WindowStats& w, const SeriesState& state, int64_t t0, int64_t t1,
+                     int64_t gap_ns, int64_t newest_ns, Retention retention) {
+  const int64_t parts[] = {w.saturated_ns, w.reset_ns, w.gap_ns, w.after_last_ns,
+                           w.before_first_ns};
+  const int64_t* largest = std::max_element(std::begin(parts), std::end(parts));
+  switch (largest - std::begin(parts)) {
+    case 0:
+      return "saturated";
+    case 1:
+      return "reset";
+    case 2:
+      return "gap";
+    case 3:  // samples before the window's end, none after some point of it
+      return NoDataSince(state, state.last_ts_ns, t0, t1, gap_ns, newest_ns);
+    default:                                           // nothing before some point of the window
+      if (state.has_value && state.last_ts_ns < t0) {  // and nothing since
+        return NoDataSince(state, state.last_ts_ns, t0, t1, gap_ns, newest_ns);
+      }
+      return retention() ? "outside retention" : "not polled";
+  }
+}
+
+// "mlx5_0/1 port_xmit_wait saturated", "eth0 rx_prio3_pause_duration gap":
+// where the series is read and its raw counter name (what an operator looks
+// up: perfquery, ethtool -S).
+std::string BlindText(const SeriesCorrelation& s) {
+  const std::string where = !s.device.empty() ? PortName(s.device, s.port) : s.netdev;
+  return absl::StrCat(where.empty() ? "" : absl::StrCat(where, " "), s.raw_name, " ", s.blind);
+}
+
+// At most three blind series by name, then how many more.
+std::string BlindList(const std::vector<std::string>& texts) {
+  constexpr size_t kShown = 3;
+  std::string out =
+      absl::StrJoin(texts.begin(), texts.begin() + std::min(texts.size(), kShown), ", ");
+  if (texts.size() > kShown) absl::StrAppend(&out, " and ", texts.size() - kShown, " more");
+  return out;
+}
+
+}  // namespace
+
 SpanCorrelation Correlator::Correlate(const Span& span) const {
   SpanCorrelation out;
   out.start_unix_nano = span.start_unix_nano;
@@ -325,8 +428,28 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
   if (ports_ != nullptr && SpanScope::UsesGpuHint(span)) topology = ports_->Topology();
   const SpanScope scope(span, ports, topology.has_value() ? &*topology : nullptr);
   out.scope = scope.description();
+  // Whether the store evicted samples of [t0 - max gap, ...): asked once, and
+  // only for a series blind before its first sample.
+  std::optional<bool> evicted_before_t0;
+  auto retention = [&]() {
+    if (!evicted_before_t0.has_value()) {
+      const StoreStats st = store_->Stats();
+      evicted_before_t0 = st.evicted_samples > 0 && st.oldest_ts_ns > t0 - gap_ns;
+    }
+    return *evicted_before_t0;
+  };
+
+  // Per series in scope: its port, and the identity of its signal at that
+  // port (family and every label value) for the choice among sources.
+  struct Place {
+    std::string port;
+    std::string signal_key;
+    int rank = 0;
+  };
+  std::vector<Place> places;
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
-  size_t uncovered_empty = 0;  // congestion series with no sample reaching the window
+  int64_t newest_ns = 0;  // the store's latest poll of anything
+  for (const SeriesSnapshot& snap : all) newest_ns = std::max(newest_ns, snap.state.last_ts_ns);
   for (const SeriesSnapshot& snap : all) {
     if (snap.key == nullptr || snap.signal == nullptr) continue;
     const SignalClass cls = ClassifySignal(*snap.signal);
@@ -351,10 +474,8 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
     if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
     sc.stats = ComputeWindowStats(snap.signal->semantics, snap.signal->scale, samples, t0, t1,
                                   baseline_ns, gap_ns);
+    Place place;
     if (IsCongestionClass(cls)) {
-      ++out.congestion_series;
-      if (sc.stats.coverage >= options_.min_coverage) ++out.covered_series;
-      if (samples.empty()) ++uncovered_empty;
       const double floor = options_.floors[static_cast<int>(cls)];
       if (cls == SignalClass::kPause) {
         // Pause seconds per covered second; sample-time jitter can push the
@@ -368,41 +489,135 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
         sc.score = sc.stats.rate / threshold;
         sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0;
       }
+      if (!sc.anomalous && sc.stats.coverage < options_.min_coverage) {
+        sc.blind = BlindWhy(sc.stats, snap.state, t0, t1, gap_ns, newest_ns, retention);
+      }
+      place.port = PortOf(*snap.key, ports);
+      place.signal_key = absl::StrCat(place.port, "\x1f", snap.signal->family->name);
+      for (const std::string& v : snap.signal->label_values) {
+        absl::StrAppend(&place.signal_key, "\x1f", v);
+      }
+      // Sighted before blind, then the wider counter.
+      place.rank = (sc.blind.empty() ? 10000 : 0) + SemanticsRank(snap.signal->semantics);
     }
     out.series.push_back(std::move(sc));
+    places.push_back(std::move(place));
   }
 
-  std::stable_sort(out.series.begin(), out.series.end(),
-                   [](const SeriesCorrelation& a, const SeriesCorrelation& b) {
-                     if (a.anomalous != b.anomalous) return a.anomalous;
-                     const bool ca = IsCongestionClass(a.signal_class);
-                     const bool cb = IsCongestionClass(b.signal_class);
-                     if (ca != cb) return ca;
-                     return a.score > b.score;
-                   });
+  // One signal from several sources: the best-ranked series are judged, the
+  // others superseded.
+  absl::flat_hash_map<std::string, size_t> best;  // signal key -> index of the best
+  for (size_t i = 0; i < out.series.size(); ++i) {
+    if (places[i].signal_key.empty()) continue;
+    auto [it, inserted] = best.emplace(places[i].signal_key, i);
+    if (!inserted && places[i].rank > places[it->second].rank) it->second = i;
+  }
+  for (size_t i = 0; i < out.series.size(); ++i) {
+    if (places[i].signal_key.empty()) continue;
+    const size_t b = best.at(places[i].signal_key);
+    if (places[i].rank >= places[b].rank) continue;
+    SeriesCorrelation& sc = out.series[i];
+    sc.superseded_by = absl::StrCat(out.series[b].source, "/", out.series[b].raw_name);
+    sc.anomalous = false;
+    sc.score = 0;
+  }
+
+  // Counts, and per port and congestion group whether anything is sighted.
+  struct GroupSight {
+    size_t sighted = 0;
+    std::vector<std::string> blind;  // BlindText of the blind series
+  };
+  std::map<std::pair<std::string, absl::string_view>, GroupSight> groups;
+  size_t sighted = 0;
+  for (size_t i = 0; i < out.series.size(); ++i) {
+    const SeriesCorrelation& sc = out.series[i];
+    if (!IsCongestionClass(sc.signal_class) || !sc.superseded_by.empty()) continue;
+    ++out.congestion_series;
+    if (sc.stats.coverage >= options_.min_coverage) ++out.covered_series;
+    GroupSight& g = groups[{places[i].port, BlindGroupName(sc.signal_class)}];
+    if (sc.blind.empty()) {
+      ++sighted;
+      ++g.sighted;
+    } else {
+      g.blind.push_back(BlindText(sc));
+    }
+  }
+
+  // Ranking (the places are not needed beyond this point).
+  std::vector<size_t> order(out.series.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&out](size_t ia, size_t ib) {
+    const SeriesCorrelation& a = out.series[ia];
+    const SeriesCorrelation& b = out.series[ib];
+    if (a.anomalous != b.anomalous) return a.anomalous;
+    const bool ca = IsCongestionClass(a.signal_class) && a.superseded_by.empty();
+    const bool cb = IsCongestionClass(b.signal_class) && b.superseded_by.empty();
+    if (ca != cb) return ca;
+    return a.score > b.score;
+  });
+  std::vector<SeriesCorrelation> ranked;
+  ranked.reserve(order.size());
+  std::vector<std::string> blind_texts;
+  for (size_t i : order) {
+    SeriesCorrelation& sc = out.series[i];
+    if (IsCongestionClass(sc.signal_class) && sc.superseded_by.empty() && !sc.blind.empty()) {
+      blind_texts.push_back(BlindText(sc));
+      out.blind.push_back({.signal = sc.signal,
+                           .counter = sc.counter,
+                           .source = sc.source,
+                           .raw_name = sc.raw_name,
+                           .device = sc.device,
+                           .port = sc.port,
+                           .netdev = sc.netdev,
+                           .priority = sc.priority,
+                           .direction = sc.direction,
+                           .why = sc.blind});
+    }
+    ranked.push_back(std::move(sc));
+  }
+  out.series = std::move(ranked);
+  const std::string caveat =
+      blind_texts.empty() ? "" : absl::StrCat("; ", BlindList(blind_texts), ": blind");
 
   const size_t anomalous = out.Anomalous().size();
   if (anomalous > 0) {
     out.verdict = Verdict::kFabric;
     const SeriesCorrelation& top = out.series.front();
-    out.reason = absl::StrCat(anomalous, " congestion signal(s) anomalous; top: ", top.signal,
-                              top.device.empty() ? "" : absl::StrCat(" ", top.device),
-                              top.port == 0 ? "" : absl::StrCat("/", top.port),
-                              top.netdev.empty() ? "" : absl::StrCat(" ", top.netdev),
-                              top.priority.empty() ? "" : absl::StrCat(" prio ", top.priority));
-  } else if (out.congestion_series == 0) {
+    out.reason =
+        absl::StrCat(anomalous, " congestion signal(s) anomalous; top: ", top.signal,
+                     top.counter.empty() ? "" : absl::StrCat(" ", top.counter),
+                     top.device.empty() ? "" : absl::StrCat(" ", top.device),
+                     top.port == 0 ? "" : absl::StrCat("/", top.port),
+                     top.netdev.empty() ? "" : absl::StrCat(" ", top.netdev),
+                     top.priority.empty() ? "" : absl::StrCat(" prio ", top.priority), caveat);
+    return out;
+  }
+  if (out.congestion_series == 0) {
     out.verdict = Verdict::kUnknown;
     out.reason = "no congestion series in scope";
-  } else if (out.covered_series < out.congestion_series) {
-    out.verdict = Verdict::kUnknown;
-    out.reason = absl::StrCat(
-        out.congestion_series - out.covered_series, " of ", out.congestion_series,
-        " congestion series do not cover the window",
-        uncovered_empty == out.congestion_series ? " (outside retention or not polled yet)" : "");
-  } else {
-    out.verdict = Verdict::kClean;
-    out.reason = absl::StrCat(out.congestion_series, " congestion series covered, none anomalous");
+    return out;
   }
+  if (sighted == 0) {
+    out.verdict = Verdict::kUnknown;
+    out.reason =
+        absl::StrCat("none of the ", out.congestion_series,
+                     " congestion series covers the window: ", BlindList(blind_texts), ": blind");
+    return out;
+  }
+  std::vector<std::string> blind_groups;
+  for (const auto& [where, g] : groups) {
+    if (g.sighted > 0) continue;
+    blind_groups.push_back(absl::StrCat(where.second, " class of ",
+                                        where.first.empty() ? "the host" : where.first,
+                                        " is blind (", BlindList(g.blind), ")"));
+  }
+  if (!blind_groups.empty()) {
+    out.verdict = Verdict::kUnknown;
+    out.reason = absl::StrJoin(blind_groups, "; ");
+    return out;
+  }
+  out.verdict = Verdict::kClean;
+  out.reason = absl::StrCat(sighted, " congestion series covered, none anomalous", caveat);
   return out;
 }
 

@@ -32,13 +32,54 @@
 //    anomalous. Gauges are not correlated at all.
 // A series is anomalous exactly when its score >= 1.
 //
-// Verdict of the span:
+// Blind series. A congestion series that cannot give a trustworthy delta
+// over the window is "blind" for the span: it covers less than min_coverage
+// of the window and shows no anomaly in the part it does cover. Its `why`
+// names the largest uncovered part:
+//   saturated          a saturating IB PMA counter sat at its maximum
+//   reset              an interval contained a reset the semantics cannot
+//                      bridge (driver reload, PMA clear)
+//   gap                an interval longer than max_sample_gap (missed polls),
+//                      or no sample since a poll long before the window while
+//                      other series were polled past it (an unreadable file)
+//   vanished           no sample since, and the series is absent (its file
+//                      or device is gone)
+//   not polled         no sample since a recent poll (the tier has not polled
+//                      it yet, or nothing in the store is newer than the
+//                      span), or none before (the series appeared after the
+//                      span began)
+//   outside retention  no sample before: the store evicted that old data
+// A series with partial coverage whose covered part is anomalous is sighted
+// (evidence is evidence): blindness never hides an anomaly.
+//
+// The same signal from two sources. Series of the same signal (family and
+// every label value) at the same port (the inventory maps a netdev to its
+// RDMA port) are one signal: the correlator judges the best of them, sighted
+// before blind, then the wider counter (64-bit, then 32-bit wrapping, then
+// saturating by width), e.g. a 64-bit extended counter over the 32-bit PMA
+// port_xmit_wait that sits saturated. The others are "superseded": listed
+// with the series (with their own blind why, for display), never judged,
+// never counted, never in SpanCorrelation::blind.
+//
+// Verdict of the span (sighted = a congestion series in scope, not
+// superseded, not blind):
 //  - fabric:  at least one congestion series is anomalous (the ranked list of
 //             anomalous series says which, where and how much);
-//  - clean:   no anomaly, and every congestion series in scope covers at least
-//             min_coverage of the window;
-//  - unknown: no congestion series in scope, or some are not covered (the
-//             window is outside retention, not polled yet, or across a gap).
+//  - unknown: no congestion series in scope; or none is sighted (the window
+//             is outside retention, not polled yet, ...); or a whole
+//             congestion group of a port in scope is blind (every series of
+//             it on that port), where the groups are
+//               pause        pause, pause_frames, pause_storm, xmit_wait (IB
+//                            credit wait is the IB form of backpressure)
+//               ecn          ecn, cnp
+//               drops        discards, drops
+//               retransmits  retransmits
+//               port_errors  port_errors, fec
+//             (BlindGroupName in signal_class.h);
+//  - clean:   otherwise: every sighted congestion series covers at least
+//             min_coverage of the window and none is anomalous. The blind
+//             series are a caveat: SpanCorrelation::blind lists them and the
+//             reason names them ("mlx5_0/1 port_xmit_wait saturated: blind").
 //
 // Scope: the span's hints (rdma.device, rdma.port, network.interface.name)
 // resolved through the store's port inventory (a device/port hint also covers
@@ -138,6 +179,13 @@ struct WindowStats {
   double coverage = 0;           // covered fraction of [t0, t1], 0..1
   double baseline_coverage = 0;  // covered fraction of the baseline window
   uint64_t resets = 0;           // resets/saturations in intervals overlapping [t0, t1]
+  // Why parts of [t0, t1] are not covered, in nanoseconds of the window
+  // (together they make up the uncovered part):
+  int64_t saturated_ns = 0;     // intervals of a saturated reading (no rate)
+  int64_t reset_ns = 0;         // intervals containing a reset
+  int64_t gap_ns = 0;           // intervals longer than max_gap_ns
+  int64_t before_first_ns = 0;  // before the first sample (all of it without samples)
+  int64_t after_last_ns = 0;    // after the last sample
 };
 
 // Computes WindowStats from `samples` (oldest first; should include the last
@@ -162,9 +210,31 @@ struct SeriesCorrelation {
   std::string direction;
   std::string counter;  // `counter`/`reason` label (rdma_errors, discards, ...)
   WindowStats stats;
+  // Congestion series only: why the series is blind for this span (see
+  // "Blind series" above: "saturated", "reset", "gap", "vanished",
+  // "not polled", "outside retention"), "" when sighted.
+  std::string blind;
+  // "source/raw_name" of the series of the same signal judged instead of this
+  // one ("" when this one is judged). A superseded series is never anomalous,
+  // never counted and never listed as blind.
+  std::string superseded_by;
   double pause_fraction = 0;  // pause class only
   double score = 0;
   bool anomalous = false;
+};
+
+// A blind series as the span lists it (the caveat of a clean verdict).
+struct BlindSeries {
+  std::string signal;   // Signal::name
+  std::string counter;  // `counter`/`reason` label, "" where the family has none
+  std::string source;   // raw source and counter name (SeriesKey)
+  std::string raw_name;
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string priority;
+  std::string direction;
+  std::string why;  // SeriesCorrelation::blind
 };
 
 struct SpanCorrelation {
@@ -182,8 +252,11 @@ struct SpanCorrelation {
   // Series in scope: congestion series first ranked by score (descending),
   // then context series. The anomalous ones are the prefix with anomalous=true.
   std::vector<SeriesCorrelation> series;
-  size_t congestion_series = 0;  // congestion series in scope
+  size_t congestion_series = 0;  // congestion series in scope, not superseded
   size_t covered_series = 0;     // of those, covering >= min_coverage
+  // The blind congestion series in scope (not superseded), in the order of
+  // `series`: they were not judged.
+  std::vector<BlindSeries> blind;
 
   // The anomalous series (a prefix of `series`).
   absl::Span<const SeriesCorrelation> Anomalous() const;

@@ -27,6 +27,31 @@ std::optional<SignalClass> ParseSignalClass(absl::string_view name) {
   return std::nullopt;
 }
 
+absl::string_view BlindGroupName(SignalClass c) {
+  switch (c) {
+    case SignalClass::kPause:
+    case SignalClass::kPauseFrames:
+    case SignalClass::kPauseStorm:
+    case SignalClass::kXmitWait:
+      return "pause";
+    case SignalClass::kEcn:
+    case SignalClass::kCnp:
+      return "ecn";
+    case SignalClass::kDiscards:
+    case SignalClass::kDrops:
+      return "drops";
+    case SignalClass::kRetransmits:
+      return "retransmits";
+    case SignalClass::kPortErrors:
+    case SignalClass::kFec:
+      return "port_errors";
+    case SignalClass::kContext:
+    case SignalClass::kIgnored:
+      return "";
+  }
+  return "";
+}
+
 SignalClass ClassifySignal(const Signal& signal) {
   if (signal.family == nullptr) return SignalClass::kIgnored;
   if (signal.semantics.kind == CounterKind::kGauge || signal.family->type != MetricType::kCounter) {

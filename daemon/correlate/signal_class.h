@@ -68,4 +68,11 @@ inline bool IsCongestionClass(SignalClass c) {
 // The class of a series' signal.
 SignalClass ClassifySignal(const Signal& signal);
 
+// The congestion group of a congestion class, for the blind rule of the
+// correlator (correlator.h: a port whose whole group is blind makes a span
+// "unknown"): "pause" (pause, pause_frames, pause_storm, xmit_wait), "ecn"
+// (ecn, cnp), "drops" (discards, drops), "retransmits", "port_errors"
+// (port_errors, fec); "" for context and ignored.
+absl::string_view BlindGroupName(SignalClass c);
+
 }  // namespace fabricscope

@@ -37,7 +37,7 @@ EventLog::EventLog(size_t capacity, MetricsRegistry* metrics)
 }
 
 uint64_t EventLog::Open(DetectorEvent event) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   event.id = next_id_++;
   if (events_.size() >= capacity_) {
     events_.pop_front();
@@ -48,7 +48,15 @@ uint64_t EventLog::Open(DetectorEvent event) {
   DetectorEvent& e = events_.back();
   e.seen_unix_nano = std::max({e.seen_unix_nano, e.detected_unix_nano, e.start_unix_nano});
   if (e.merge_rank >= 0) MergeLocked(&e);
-  return e.id;
+  const uint64_t id = e.id;
+  // The observer hears of episodes: not of an event that joined one.
+  if (observer_ != nullptr && e.merged_into == 0) {
+    e.observed = true;
+    DetectorEvent copy = e;
+    lock.unlock();
+    observer_->OnEventOpened(copy);
+  }
+  return id;
 }
 
 void EventLog::MergeLocked(DetectorEvent* e) {
@@ -150,7 +158,8 @@ void EventLog::Update(uint64_t id, double peak, std::string summary, int64_t see
 }
 
 void EventLog::Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  DetectorEvent closed;
   if (DetectorEvent* e = FindLocked(id); e != nullptr) {
     // An end at the start would read as "active": keep it strictly positive.
     e->end_unix_nano = std::max(end_unix_nano, e->start_unix_nano + 1);
@@ -166,7 +175,15 @@ void EventLog::Close(uint64_t id, int64_t end_unix_nano, double peak, std::strin
         into->end_unix_nano = std::max(into->end_unix_nano, e->end_unix_nano);
       }
     }
+    if (observer_ != nullptr && e->observed) closed = *e;
+  } else if (observer_ != nullptr) {
+    closed.id = id;
+    closed.end_unix_nano = end_unix_nano;
+    closed.peak = peak;
+    closed.summary = std::move(summary);
   }
+  lock.unlock();
+  if (closed.id != 0) observer_->OnEventClosed(closed);
 }
 
 std::vector<DetectorEvent> EventLog::List(int64_t from_unix_nano, int64_t to_unix_nano,

@@ -29,8 +29,17 @@
 // episode's once both ended; List() leaves it out. Ranks are the detectors'
 // (DetectorContext): a storm outranks its bursts.
 //
+// An EventObserver (at most one, set before any detector runs) is told when an
+// event opens and when it closes: the --incident-dir writer
+// (daemon/recording/incident_writer.h) hangs off it. It hears of episodes
+// only: an event that joins one on opening is not reported (an event opened
+// alone and absorbed later was reported, and its close is too). Restore()
+// tells it nothing (those episodes happened before this process).
+//
 // Thread-safety: all methods are thread-safe (one mutex, O(1) per update,
-// O(n) per List).
+// O(n) per List). The observer is called after that mutex is released, on
+// the thread that opened or closed the event (a detector's, with the
+// detector engine's lock held).
 #pragma once
 
 #include <cstdint>
@@ -80,8 +89,24 @@ struct DetectorEvent {
   // then Update's): how far an active episode reaches for joins. Not
   // exported or saved.
   int64_t seen_unix_nano = 0;
+  // The observer was told it opened (EventLog internal).
+  bool observed = false;
 
   bool active() const { return end_unix_nano == 0; }
+};
+
+// Told about every event EventLog::Open and EventLog::Close see. Must not
+// block and must not call back into the detectors (it runs under the
+// detector engine's lock): O(1)-ish work, no I/O.
+class EventObserver {
+ public:
+  virtual ~EventObserver() = default;
+  // `event` as opened, with its id.
+  virtual void OnEventOpened(const DetectorEvent& event) = 0;
+  // The event as closed: id, end_unix_nano, peak and summary are always set;
+  // the other fields only when the ring still held it (it may evict an event
+  // before it closes).
+  virtual void OnEventClosed(const DetectorEvent& event) = 0;
 };
 
 class EventLog {
@@ -116,12 +141,17 @@ class EventLog {
   uint64_t evicted() const;
   size_t capacity() const { return capacity_; }
 
+  // Sets the observer (null: none). Not synchronised with Open/Close: call it
+  // before any detector runs. `observer` outlives the log's use.
+  void SetObserver(EventObserver* observer) { observer_ = observer; }
+
  private:
   DetectorEvent* FindLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MergeLocked(DetectorEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   prometheus::Counter* evicted_metric_ = nullptr;
+  EventObserver* observer_ = nullptr;
   mutable std::mutex mu_;
   std::deque<DetectorEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

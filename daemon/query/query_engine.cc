@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -26,6 +28,76 @@ bool Complete(const SeriesSnapshot& s) {
 }
 
 }  // namespace
+
+bool SpanSelection::Selects(const SpanCorrelation& c) const {
+  if (all || (stalls && c.stall)) return true;
+  switch (c.verdict) {
+    case Verdict::kFabric:
+      return fabric;
+    case Verdict::kClean:
+      return clean;
+    case Verdict::kUnknown:
+      return unknown;
+  }
+  return false;
+}
+
+CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed,
+                             std::vector<CorrelatedSpan>* spans) {
+  CorrelateSummary sum;
+  using BlameKey = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<BlameKey, size_t> blamed;
+  size_t kept = 0;
+  for (CorrelatedSpan& s : *spans) {
+    const SpanCorrelation& c = s.correlation;
+    const auto v = static_cast<size_t>(c.verdict);
+    ++sum.spans;
+    ++sum.by_verdict[v];
+    if (c.stall) {
+      ++sum.stalls;
+      ++sum.stalls_by_verdict[v];
+    }
+    if (c.verdict == Verdict::kFabric && !c.series.empty() && c.series[0].anomalous) {
+      const SeriesCorrelation& top = c.series[0];
+      ++blamed[{top.signal, top.counter, top.direction, top.priority}];
+    }
+    if (!selection.Selects(c)) {
+      ++sum.not_selected;
+      continue;
+    }
+    if (&(*spans)[kept] != &s) (*spans)[kept] = std::move(s);
+    ++kept;
+  }
+  spans->resize(kept);
+  if (max_listed != 0 && spans->size() > max_listed) {
+    // The stalls are what the reader asked about: the latest max_listed of
+    // them, then the latest other spans fill the rest; order is kept.
+    const size_t stalls = static_cast<size_t>(std::count_if(
+        spans->begin(), spans->end(), [](const CorrelatedSpan& s) { return s.correlation.stall; }));
+    size_t keep_stalls = std::min<size_t>(stalls, max_listed);
+    size_t keep_others = max_listed - keep_stalls;
+    std::vector<CorrelatedSpan> kept;
+    kept.reserve(max_listed);
+    for (auto it = spans->rbegin(); it != spans->rend(); ++it) {
+      size_t& budget = it->correlation.stall ? keep_stalls : keep_others;
+      if (budget == 0) continue;
+      --budget;
+      kept.push_back(std::move(*it));
+    }
+    std::reverse(kept.begin(), kept.end());
+    sum.over_limit = spans->size() - kept.size();
+    *spans = std::move(kept);
+  }
+  for (auto& [key, n] : blamed) {
+    sum.blamed.push_back(
+        {std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
+  }
+  std::stable_sort(sum.blamed.begin(), sum.blamed.end(),
+                   [](const BlamedSignal& a, const BlamedSignal& b) { return a.spans > b.spans; });
+  if (sum.blamed.size() > CorrelateSummary::kMaxBlamed)
+    sum.blamed.resize(CorrelateSummary::kMaxBlamed);
+  return sum;
+}
 
 bool QueryEngine::Resolve(const QueryTimeRange& range, int64_t* from, int64_t* to) const {
   *to = range.to_unix_nano;
@@ -61,7 +133,7 @@ SpanCorrelation QueryEngine::CorrelateSpan(const Span& span, bool include_all_se
 }
 
 absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
-    const CorrelateQuery& query) const {
+    const CorrelateQuery& query, CorrelateSummary* summary) const {
   const uint32_t limit = query.limit == 0 ? kMaxSpans : std::min(query.limit, kMaxSpans);
   std::vector<SpanRef> spans;
   switch (query.selector) {
@@ -97,10 +169,13 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
     SpanCorrelation c = CorrelateSpan(*span, query.include_all_series);
     out.push_back({std::move(span), std::move(c)});
   }
+  CorrelateSummary sum = SelectSpans(query.selection, query.max_listed, &out);
+  if (summary != nullptr) *summary = std::move(sum);
   return out;
 }
 
-absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery& query) const {
+absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery& query,
+                                                               size_t* left_out) const {
   int64_t from = 0, to = 0;
   if (!Resolve(query.time_range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
   const uint32_t max_series = query.max_series == 0 ? kDefaultMaxSeries : query.max_series;
@@ -108,6 +183,7 @@ absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery
       query.max_samples_per_series == 0 ? kDefaultMaxSamples : query.max_samples_per_series;
   const std::string& want = query.signal;
   std::vector<SeriesSamples> out;
+  size_t more = 0;
   for (const SeriesSnapshot& s : store_->Snapshot()) {
     if (!Complete(s)) continue;
     if (!want.empty() && want != s.signal->name && want != s.signal->family->name &&
@@ -118,15 +194,21 @@ absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery
         std::all_of(query.matchers.begin(), query.matchers.end(),
                     [&](const LabelMatcher& m) { return LabelOf(s, m.label) == m.value; });
     if (!match) continue;
-    if (out.size() >= max_series) break;
+    if (out.size() >= max_series) {
+      ++more;  // counted, not read
+      continue;
+    }
     out.push_back(Read(s, from, to, max_samples));
   }
+  if (left_out != nullptr) *left_out = more;
   return out;
 }
 
-absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery& query) const {
+absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery& query,
+                                                               size_t* left_out) const {
   int64_t from = 0, to = 0;
   if (!Resolve(query.time_range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
+  if (left_out != nullptr) *left_out = 0;
   std::vector<DetectorEvent> out;
   if (events_ == nullptr) return out;
   out = events_->List(from, to, query.detector);
@@ -134,6 +216,11 @@ absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery
     out.erase(
         std::remove_if(out.begin(), out.end(), [](const DetectorEvent& e) { return !e.active(); }),
         out.end());
+  }
+  if (query.limit != 0 && out.size() > query.limit) {  // keep the latest
+    const size_t more = out.size() - query.limit;
+    out.erase(out.begin(), out.begin() + static_cast<ptrdiff_t>(more));
+    if (left_out != nullptr) *left_out = more;
   }
   return out;
 }

@@ -43,6 +43,19 @@ struct QueryTimeRange {
   int64_t to_unix_nano = 0;
 };
 
+// Which correlated spans a listing keeps (the summary counts every one). A
+// span is selected when `all` is set, or when it matches any set part: its
+// verdict is fabric/clean/unknown, or `stalls` and it stalled.
+struct SpanSelection {
+  bool all = true;
+  bool stalls = false;
+  bool fabric = false;
+  bool clean = false;
+  bool unknown = false;
+
+  bool Selects(const SpanCorrelation& c) const;
+};
+
 // Query.Correlate: exactly one selector.
 struct CorrelateQuery {
   enum class Selector { kNone, kTraceId, kSpanId, kTimeRange };
@@ -57,6 +70,10 @@ struct CorrelateQuery {
   uint32_t limit = 0;
   // Keep every in-scope series in the verdicts, not only the anomalous ones.
   bool include_all_series = false;
+  // Of the spans `limit` leaves, which to return, and at most how many of
+  // those (the latest; 0 = no further limit). See SelectSpans.
+  SpanSelection selection;
+  uint32_t max_listed = 0;
 };
 
 // A span with its verdict. correlation.series holds only the anomalous
@@ -65,6 +82,38 @@ struct CorrelatedSpan {
   SpanRef span;
   SpanCorrelation correlation;
 };
+
+// A signal blamed for fabric spans: the top-ranked anomalous series of each
+// fabric span, counted by signal, counter (or reason), direction, priority.
+struct BlamedSignal {
+  std::string signal;
+  std::string counter;
+  std::string direction;
+  std::string priority;
+  size_t spans = 0;
+};
+
+// What a set of correlated spans holds, before selection and limits.
+struct CorrelateSummary {
+  static constexpr size_t kMaxBlamed = 5;
+  size_t spans = 0;
+  size_t by_verdict[3] = {};  // indexed by Verdict (kUnknown, kClean, kFabric)
+  size_t stalls = 0;
+  size_t stalls_by_verdict[3] = {};
+  // Most spans first, ties by signal/counter/direction/priority; at most
+  // kMaxBlamed.
+  std::vector<BlamedSignal> blamed;
+  size_t not_selected = 0;  // spans the selection left out
+  size_t over_limit = 0;    // selected spans the listing limit left out (see SelectSpans)
+};
+
+// Counts `spans` (in start order) into a summary, then keeps in `spans` only
+// the selected ones, at most `max_listed` of them (0: every selected one) in
+// their order: over the limit the latest stalls are kept first, then the
+// latest other spans fill the rest. Used by QueryEngine::Correlate and by the
+// CLI's offline `analyze`.
+CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed,
+                             std::vector<CorrelatedSpan>* spans);
 
 // A label that a series must carry with this exact value ("" matches a series
 // without the label).
@@ -99,6 +148,7 @@ struct EventsQuery {
   QueryTimeRange time_range;  // 0 = unset
   std::string detector;       // "" = every detector
   bool active_only = false;
+  uint32_t limit = 0;  // at most this many, the latest (0 = every one)
 };
 
 // Receives what Query.Record streams: every series with samples in the range
@@ -133,22 +183,30 @@ class QueryEngine {
         events_(events),
         clock_(clock) {}
 
-  // The selected spans, each with its verdict, in the span store's order.
-  // INVALID_ARGUMENT: no selector, an id of the wrong size, a backwards range.
-  absl::StatusOr<std::vector<CorrelatedSpan>> Correlate(const CorrelateQuery& query) const;
+  // The selected spans, each with its verdict, in the span store's order:
+  // those the selector and `limit` find, then query.selection and
+  // query.max_listed (SelectSpans). `summary`, when not null, receives the
+  // counts of every span found, selected or not. INVALID_ARGUMENT: no
+  // selector, an id of the wrong size, a backwards range.
+  absl::StatusOr<std::vector<CorrelatedSpan>> Correlate(const CorrelateQuery& query,
+                                                        CorrelateSummary* summary = nullptr) const;
 
   // The verdict of one span that need not be in the span store (offline
   // analysis of a recording), trimmed as in Correlate.
   SpanCorrelation CorrelateSpan(const Span& span, bool include_all_series) const;
 
   // Matching series in store order, at most max_series, each with its newest
-  // max_samples_per_series samples in the range. INVALID_ARGUMENT: a
-  // backwards range.
-  absl::StatusOr<std::vector<SeriesSamples>> Series(const SeriesQuery& query) const;
+  // max_samples_per_series samples in the range; `left_out`, when not null,
+  // receives how many more series matched. INVALID_ARGUMENT: a backwards
+  // range.
+  absl::StatusOr<std::vector<SeriesSamples>> Series(const SeriesQuery& query,
+                                                    size_t* left_out = nullptr) const;
 
-  // Detector events overlapping the range, in id order. INVALID_ARGUMENT: a
-  // backwards range.
-  absl::StatusOr<std::vector<DetectorEvent>> Events(const EventsQuery& query) const;
+  // Detector events overlapping the range, in id order, the latest `limit`
+  // of them; `left_out`, when not null, receives how many earlier ones the
+  // limit left out. INVALID_ARGUMENT: a backwards range.
+  absl::StatusOr<std::vector<DetectorEvent>> Events(const EventsQuery& query,
+                                                    size_t* left_out = nullptr) const;
 
   // The port inventory.
   std::vector<PortInfo> Ports() const;

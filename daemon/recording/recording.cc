@@ -1,5 +1,7 @@
 #include "daemon/recording/recording.h"
 
+#include <cmath>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -332,6 +334,79 @@ absl::Status StringField(const JsonValue& obj, absl::string_view key, bool requi
 
 std::string Hex(const std::string& bytes) { return absl::BytesToHexString(bytes); }
 
+absl::Status Int64Field(const JsonValue& obj, absl::string_view key, bool required, int64_t* out) {
+  uint64_t v = 0;
+  if (auto s = Uint64Field(obj, key, required, &v); !s.ok()) return s;
+  if (v > static_cast<uint64_t>(INT64_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" too large"));
+  }
+  *out = static_cast<int64_t>(v);
+  return absl::OkStatus();
+}
+
+absl::Status PortField(const JsonValue& obj, uint32_t* out) {
+  uint64_t port = 0;
+  if (auto s = Uint64Field(obj, "port", false, &port); !s.ok()) return s;
+  if (port > UINT32_MAX) return absl::InvalidArgumentError("\"port\" too large");
+  *out = static_cast<uint32_t>(port);
+  return absl::OkStatus();
+}
+
+// One episode of an incident line: a DetectorEvent's fields.
+absl::Status ParseEpisode(const JsonValue& obj, DetectorEvent* e) {
+  if (obj.type != JsonValue::kObject) {
+    return absl::InvalidArgumentError("\"episodes\" must hold objects");
+  }
+  if (auto s = Uint64Field(obj, "id", false, &e->id); !s.ok()) return s;
+  for (auto [key, field] :
+       {std::pair{"detector", &e->detector}, std::pair{"kind", &e->kind},
+        std::pair{"device", &e->device}, std::pair{"netdev", &e->netdev},
+        std::pair{"priority", &e->priority}, std::pair{"direction", &e->direction},
+        std::pair{"summary", &e->summary}}) {
+    if (auto s = StringField(obj, key, false, field); !s.ok()) return s;
+  }
+  if (auto s = PortField(obj, &e->port); !s.ok()) return s;
+  if (auto s = Int64Field(obj, "start_unix_nano", true, &e->start_unix_nano); !s.ok()) return s;
+  if (auto s = Int64Field(obj, "end_unix_nano", false, &e->end_unix_nano); !s.ok()) return s;
+  if (auto s = Int64Field(obj, "detected_unix_nano", false, &e->detected_unix_nano); !s.ok()) {
+    return s;
+  }
+  if (const JsonValue* peak = obj.Get("peak"); peak != nullptr && peak->type != JsonValue::kNull) {
+    if (peak->type != JsonValue::kNumber || !absl::SimpleAtod(peak->raw, &e->peak)) {
+      return absl::InvalidArgumentError("\"peak\" must be a number");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseIncident(const JsonValue& obj, IncidentHeader* h) {
+  if (obj.type != JsonValue::kObject) {
+    return absl::InvalidArgumentError("\"incident\" must be an object");
+  }
+  if (auto s = Int64Field(obj, "from_unix_nano", true, &h->from_unix_nano); !s.ok()) return s;
+  if (auto s = Int64Field(obj, "to_unix_nano", true, &h->to_unix_nano); !s.ok()) return s;
+  if (auto s = StringField(obj, "device", false, &h->device); !s.ok()) return s;
+  if (auto s = StringField(obj, "netdev", false, &h->netdev); !s.ok()) return s;
+  if (auto s = StringField(obj, "closed", false, &h->closed); !s.ok()) return s;
+  if (auto s = PortField(obj, &h->port); !s.ok()) return s;
+  if (auto s = Uint64Field(obj, "episodes_omitted", false, &h->episodes_omitted); !s.ok()) {
+    return s;
+  }
+  if (const JsonValue* eps = obj.Get("episodes"); eps != nullptr) {
+    if (eps->type != JsonValue::kArray) {
+      return absl::InvalidArgumentError("\"episodes\" must be an array");
+    }
+    for (const JsonValue& item : eps->items) {
+      DetectorEvent e;
+      if (auto s = ParseEpisode(item, &e); !s.ok()) return s;
+      h->episodes.push_back(std::move(e));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string JsonDouble(double v) { return std::isfinite(v) ? absl::StrCat(v) : "0"; }
+
 const char* KindName(v1::SpanKind k) {
   switch (k) {
     case v1::SPAN_KIND_REQUEST:
@@ -360,6 +435,11 @@ absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line) {
     return absl::InvalidArgumentError("expected a JSON object per line");
   }
   RecordingLine out;
+  if (const JsonValue* incident = doc->Get("incident"); incident != nullptr) {
+    out.type = RecordingLine::kIncident;
+    if (auto s = ParseIncident(*incident, &out.incident); !s.ok()) return s;
+    return out;
+  }
   if (doc->Get("span") != nullptr) {
     auto span = ParseSpanJson(line);
     if (!span.ok()) return span.status();
@@ -418,6 +498,54 @@ std::string FormatSpanJson(const v1::Span& span) {
     AppendJsonString(&out, span.attributes(i).value());
   }
   out.append("}}");
+  return out;
+}
+
+const DetectorEvent* IncidentHeader::Headline() const {
+  const DetectorEvent* best = nullptr;
+  int64_t best_length = 0;
+  for (const DetectorEvent& e : episodes) {
+    const int64_t length = (e.active() ? to_unix_nano : e.end_unix_nano) - e.start_unix_nano;
+    if (best == nullptr || length > best_length ||
+        (length == best_length && e.start_unix_nano < best->start_unix_nano)) {
+      best = &e;
+      best_length = length;
+    }
+  }
+  return best;
+}
+
+std::string FormatIncidentLine(const IncidentHeader& h) {
+  std::string out = absl::StrCat("{\"incident\":{\"from_unix_nano\":", h.from_unix_nano,
+                                 ",\"to_unix_nano\":", h.to_unix_nano, ",\"device\":");
+  AppendJsonString(&out, h.device);
+  absl::StrAppend(&out, ",\"port\":", h.port, ",\"netdev\":");
+  AppendJsonString(&out, h.netdev);
+  out.append(",\"closed\":");
+  AppendJsonString(&out, h.closed);
+  out.append(",\"episodes\":[");
+  for (size_t i = 0; i < h.episodes.size(); ++i) {
+    const DetectorEvent& e = h.episodes[i];
+    absl::StrAppend(&out, i > 0 ? "," : "", "{\"id\":", e.id);
+    for (auto [key, value] : {std::pair{"detector", &e.detector}, std::pair{"kind", &e.kind},
+                              std::pair{"device", &e.device}}) {
+      absl::StrAppend(&out, ",\"", key, "\":");
+      AppendJsonString(&out, *value);
+    }
+    absl::StrAppend(&out, ",\"port\":", e.port);
+    for (auto [key, value] : {std::pair{"netdev", &e.netdev}, std::pair{"priority", &e.priority},
+                              std::pair{"direction", &e.direction}}) {
+      absl::StrAppend(&out, ",\"", key, "\":");
+      AppendJsonString(&out, *value);
+    }
+    absl::StrAppend(&out, ",\"start_unix_nano\":", e.start_unix_nano,
+                    ",\"end_unix_nano\":", e.active() ? "null" : absl::StrCat(e.end_unix_nano),
+                    ",\"detected_unix_nano\":", e.detected_unix_nano,
+                    ",\"peak\":", JsonDouble(e.peak), ",\"summary\":");
+    AppendJsonString(&out, e.summary);
+    out.push_back('}');
+  }
+  absl::StrAppend(&out, "],\"episodes_omitted\":", h.episodes_omitted, "}}");
   return out;
 }
 

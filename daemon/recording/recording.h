@@ -1,6 +1,9 @@
 // The JSON Lines recording format (docs/recording.md): parsing and writing
-// of its two line types, sample and span, shared by `fabricscope push`
-// (span lines), `fabricscope record` / `analyze` and `fabricscoped --replay`.
+// of its line types, sample and span, shared by `fabricscope push`
+// (span lines), `fabricscope record` / `analyze` and `fabricscoped --replay`,
+// and the incident line that heads a recording of a detector episode
+// (--incident-dir, daemon/recording/incident_writer.h; `fabricscope
+// incidents` reads it, replay and analysis skip it).
 //
 // The JSON reader is deliberately small: objects, arrays, strings (with
 // escapes and \u sequences), numbers kept as their text, true/false/null;
@@ -17,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/series.h"
+#include "daemon/detect/event_log.h"
 #include "fabricscope/v1/span.pb.h"
 
 namespace fabricscope {
@@ -49,13 +53,40 @@ absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
 // One span object (or {"span": {...}}), the fields of docs/recording.md.
 absl::StatusOr<v1::Span> ParseSpanJson(absl::string_view line);
 
+// The first line of an incident recording: what it is a recording of.
+struct IncidentHeader {
+  // The window recorded: from --incident-before before the first episode
+  // started to --incident-after after the last one ended (see `ended`).
+  int64_t from_unix_nano = 0;
+  int64_t to_unix_nano = 0;
+  // The port whose series it holds ("" / 0 where unknown).
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  // How the window was closed: "ended" (every episode ended), "capped" (an
+  // episode was still active --incident-max-duration after the first began),
+  // "stopped" (the daemon stopped before the window was over).
+  std::string closed = "ended";
+  // The episodes on that port the recording covers, by start (end 0: still
+  // active when written); `episodes_omitted` more were merged in but not
+  // listed (bounded).
+  std::vector<DetectorEvent> episodes;
+  uint64_t episodes_omitted = 0;
+
+  // The episode a recording is named and listed after: the longest (one
+  // still active lasts until to_unix_nano), the earliest of equals; null
+  // without episodes.
+  const DetectorEvent* Headline() const;
+};
+
 // One line of a recording.
 struct RecordingLine {
-  enum Type { kSample, kSpan } type = kSample;
-  int64_t ts_ns = 0;   // kSample
-  SeriesKey key;       // kSample
-  uint64_t value = 0;  // kSample
-  v1::Span span;       // kSpan
+  enum Type { kSample, kSpan, kIncident } type = kSample;
+  int64_t ts_ns = 0;        // kSample
+  SeriesKey key;            // kSample
+  uint64_t value = 0;       // kSample
+  v1::Span span;            // kSpan
+  IncidentHeader incident;  // kIncident
 };
 absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line);
 
@@ -64,5 +95,7 @@ std::string FormatSampleLine(int64_t ts_ns, const SeriesKey& key, uint64_t value
 std::string FormatSpanLine(const v1::Span& span);
 // The span object alone (what `fabricscope push` reads).
 std::string FormatSpanJson(const v1::Span& span);
+// {"incident":{...}} (docs/recording.md).
+std::string FormatIncidentLine(const IncidentHeader& incident);
 
 }  // namespace fabricscope

@@ -5,9 +5,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/log.h"
 #include "core/signals.h"
 #include "daemon/ingest/span_convert.h"
-#include "core/log.h"
 #include "daemon/spans/span_store.h"
 
 namespace fabricscope {
@@ -37,6 +37,8 @@ void RecordingFeeder::Feed(size_t line_no, absl::string_view line, std::vector<S
     AddSample(line_no, *parsed);
     return;
   }
+  // What an incident recording is of: nothing to feed.
+  if (parsed->type == RecordingLine::kIncident) return;
   v1::Span& in = parsed->span;
   in.set_start_unix_nano(in.start_unix_nano() + static_cast<uint64_t>(offset_ns_));
   in.set_end_unix_nano(in.end_unix_nano() + static_cast<uint64_t>(offset_ns_));
@@ -163,7 +165,7 @@ void ReplayWorker::Run() {
     if (speed_ > 0 && has_samples) {
       // Pace by the line's time (a quick look at ts_ns / end_unix_nano).
       auto l = ParseRecordingLine(line);
-      if (l.ok()) {
+      if (l.ok() && l->type != RecordingLine::kIncident) {
         const int64_t ts = l->type == RecordingLine::kSample
                                ? l->ts_ns
                                : static_cast<int64_t>(l->span.end_unix_nano());

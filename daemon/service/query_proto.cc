@@ -1,5 +1,7 @@
 #include "daemon/service/query_proto.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "daemon/correlate/signal_class.h"
@@ -69,6 +71,8 @@ void FillSignal(const SeriesCorrelation& s, v1::SignalCorrelation* out) {
   out->set_anomalous(s.anomalous);
   out->set_coverage(s.stats.coverage);
   out->set_resets(s.stats.resets);
+  out->set_blind(s.blind);
+  out->set_superseded_by(s.superseded_by);
 }
 
 }  // namespace
@@ -98,7 +102,40 @@ CorrelateQuery CorrelateQueryFromProto(const v1::CorrelateRequest& request) {
   q.name = request.name();
   q.limit = request.limit();
   q.include_all_series = request.include_all_series();
+  if (request.has_selection()) {
+    q.selection.all = false;
+    q.selection.stalls = request.selection().stalls();
+    for (const int v : request.selection().verdicts()) {
+      if (v == v1::VERDICT_FABRIC) q.selection.fabric = true;
+      if (v == v1::VERDICT_CLEAN) q.selection.clean = true;
+      if (v == v1::VERDICT_UNKNOWN) q.selection.unknown = true;
+    }
+  }
+  q.max_listed = request.max_listed();
   return q;
+}
+
+void CorrelateSummaryToProto(const CorrelateSummary& s, v1::CorrelateSummary* out) {
+  auto n = [](size_t x) { return static_cast<uint32_t>(std::min<size_t>(x, UINT32_MAX)); };
+  const auto at = [](const size_t(&a)[3], Verdict v) { return a[static_cast<size_t>(v)]; };
+  out->set_spans(n(s.spans));
+  out->set_fabric(n(at(s.by_verdict, Verdict::kFabric)));
+  out->set_clean(n(at(s.by_verdict, Verdict::kClean)));
+  out->set_unknown(n(at(s.by_verdict, Verdict::kUnknown)));
+  out->set_stalls(n(s.stalls));
+  out->set_stalls_fabric(n(at(s.stalls_by_verdict, Verdict::kFabric)));
+  out->set_stalls_clean(n(at(s.stalls_by_verdict, Verdict::kClean)));
+  out->set_stalls_unknown(n(at(s.stalls_by_verdict, Verdict::kUnknown)));
+  for (const BlamedSignal& b : s.blamed) {
+    v1::BlamedSignal* o = out->add_blamed();
+    o->set_signal(b.signal);
+    o->set_counter(b.counter);
+    o->set_direction(b.direction);
+    o->set_priority(b.priority);
+    o->set_spans(n(b.spans));
+  }
+  out->set_not_selected(n(s.not_selected));
+  out->set_over_limit(n(s.over_limit));
 }
 
 SeriesQuery SeriesQueryFromProto(const v1::SeriesRequest& request) {
@@ -116,6 +153,7 @@ EventsQuery EventsQueryFromProto(const v1::EventsRequest& request) {
   q.time_range = TimeRangeFromProto(request.time_range());
   q.detector = request.detector();
   q.active_only = request.active_only();
+  q.limit = request.limit();
   return q;
 }
 
@@ -144,6 +182,19 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
   out->set_covered_series(static_cast<uint32_t>(c.covered_series));
   out->set_gpu(span.gpu);
   out->set_scope(c.scope);
+  for (const BlindSeries& b : c.blind) {
+    v1::BlindSeries* blind = out->add_blind();
+    blind->set_signal(b.signal);
+    blind->set_counter(b.counter);
+    blind->set_device(b.device);
+    blind->set_port(b.port);
+    blind->set_netdev(b.netdev);
+    blind->set_priority(b.priority);
+    blind->set_direction(b.direction);
+    blind->set_why(b.why);
+    blind->set_source(b.source);
+    blind->set_raw_name(b.raw_name);
+  }
   for (const SeriesCorrelation& s : c.series) {
     v1::SignalCorrelation* signal = out->add_signals();
     FillSignal(s, signal);

@@ -34,6 +34,7 @@ QueryTimeRange TimeRangeFromProto(const v1::TimeRange& range);
 // A span's verdict with every series of `correlation` (the engine trims them).
 void FillSpanVerdict(const Span& span, const SpanCorrelation& correlation, v1::SpanVerdict* out,
                      const HostTopology* topology = nullptr);
+void CorrelateSummaryToProto(const CorrelateSummary& summary, v1::CorrelateSummary* out);
 void SeriesToProto(const SeriesSamples& series, v1::SeriesData* out);
 void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* topology = nullptr);
 void PortToProto(const PortInfo& p, v1::Port* out, const HostTopology* topology = nullptr);

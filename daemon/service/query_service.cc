@@ -1,5 +1,8 @@
 #include "daemon/service/query_service.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/query_proto.h"
 
@@ -41,8 +44,10 @@ class RecordWriter final : public RecordSink {
 
 grpc::Status QueryService::Correlate(grpc::ServerContext*, const v1::CorrelateRequest* request,
                                      v1::CorrelateResponse* response) {
-  auto spans = engine_->Correlate(CorrelateQueryFromProto(*request));
+  CorrelateSummary summary;
+  auto spans = engine_->Correlate(CorrelateQueryFromProto(*request), &summary);
   if (!spans.ok()) return ToGrpcStatus(spans.status());
+  CorrelateSummaryToProto(summary, response->mutable_summary());
   const HostTopology topology = engine_->Topology();
   for (const CorrelatedSpan& s : *spans) {
     FillSpanVerdict(*s.span, s.correlation, response->add_spans(), &topology);
@@ -52,16 +57,20 @@ grpc::Status QueryService::Correlate(grpc::ServerContext*, const v1::CorrelateRe
 
 grpc::Status QueryService::Series(grpc::ServerContext*, const v1::SeriesRequest* request,
                                   v1::SeriesResponse* response) {
-  auto series = engine_->Series(SeriesQueryFromProto(*request));
+  size_t left_out = 0;
+  auto series = engine_->Series(SeriesQueryFromProto(*request), &left_out);
   if (!series.ok()) return ToGrpcStatus(series.status());
+  response->set_series_left_out(static_cast<uint32_t>(std::min<size_t>(left_out, UINT32_MAX)));
   for (const SeriesSamples& s : *series) SeriesToProto(s, response->add_series());
   return grpc::Status::OK;
 }
 
 grpc::Status QueryService::Events(grpc::ServerContext*, const v1::EventsRequest* request,
                                   v1::EventsResponse* response) {
-  auto events = engine_->Events(EventsQueryFromProto(*request));
+  size_t left_out = 0;
+  auto events = engine_->Events(EventsQueryFromProto(*request), &left_out);
   if (!events.ok()) return ToGrpcStatus(events.status());
+  response->set_left_out(static_cast<uint32_t>(std::min<size_t>(left_out, UINT32_MAX)));
   const HostTopology topology = engine_->Topology();
   for (const DetectorEvent& e : *events) EventToProto(e, response->add_events(), &topology);
   return grpc::Status::OK;

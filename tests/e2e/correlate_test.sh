@@ -4,9 +4,11 @@
 # priority 3) and their `ethtool -S` files in --ethtool-dir. The test records
 # decode-step spans; during some of them it injects a PFC pause burst
 # (rx_prio3_pause_duration grows by ~80% of wall time on fsroce1), during
-# others nothing. It pushes the spans with `fabricscope push` and checks that
+# others nothing. Both ports' 32-bit PMA port_xmit_wait sits saturated. It
+# pushes the spans with `fabricscope push` and checks that
 # `fabricscope correlate --output json` says fabric for exactly the burst
-# spans, naming fsroce1 and priority 3, and clean for the rest; that a span
+# spans, naming fsroce1 and priority 3, and clean for the rest, each listing
+# the saturated counters as blind (text and JSON); that a span
 # hinted to the quiet port during a burst is clean; then the span aggregates
 # on /metrics, and the ports, series and top subcommands.
 source "$(dirname "$0")/lib.sh"
@@ -29,6 +31,9 @@ for i in 0 1; do
     packet_seq_err local_ack_timeout_err; do
     echo 0 >"$PORT/hw_counters/$c"
   done
+  # As on long-running real hosts: the 32-bit PMA port_xmit_wait sits
+  # saturated (blind), which must not turn clean spans into unknown.
+  echo 4294967295 >"$PORT/counters/port_xmit_wait"
 done
 
 # Pause time (microseconds) per netdev, rewritten atomically like a real
@@ -117,45 +122,100 @@ sleep 0.5
   fail "fabricscope push failed"
 }
 
-"$CLI" correlate --server="$GRPC_ADDR" --since=1m --output=json >"$WORK/corr.json" ||
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --all --output=json >"$WORK/corr.json" ||
   fail "fabricscope correlate failed"
-jq -e 'length == 6' "$WORK/corr.json" >/dev/null || fail "want 6 spans: $(cat "$WORK/corr.json")"
-verdicts=$(jq -r '[.[] | .verdict] | join(",")' "$WORK/corr.json")
+jq -e '.spans | length == 6' "$WORK/corr.json" >/dev/null || fail "want 6 spans: $(cat "$WORK/corr.json")"
+verdicts=$(jq -r '[.spans[] | .verdict] | join(",")' "$WORK/corr.json")
 [ "$verdicts" = "clean,fabric,clean,clean,fabric,clean" ] ||
   fail "verdicts: $verdicts (want clean,fabric,clean,clean,fabric,clean)"$'\n'"$(cat "$WORK/corr.json")"
+# The summary counts every span: verdicts, stalls (decode steps over 300 ms),
+# and the two fabric spans' top signals.
+jq -e '.summary | .spans == 6 and .verdicts == {"fabric": 2, "clean": 4, "unknown": 0}
+       and .stalls == 5 and .stall_verdicts == {"fabric": 1, "clean": 4, "unknown": 0}
+       and ([.blamed[].spans] | add) == 2 and .not_selected == 0 and .over_limit == 0' \
+  "$WORK/corr.json" >/dev/null || fail "summary: $(jq -c .summary "$WORK/corr.json")"
 # The fabric spans name the port and the priority, with the pause fraction
 # (pause frames on the same priority are anomalous too; every signal is on fsroce1).
-jq -e '[.[] | select(.verdict == "fabric") | .signals
+jq -e '[.spans[] | select(.verdict == "fabric") | .signals
         | map(select(.signal == "pfc_pause_seconds" and .netdev == "fsroce1" and .priority == "3"
                      and .direction == "rx" and .pause_fraction > 0.3 and .score >= 1))
         | length] == [1, 1]' \
   "$WORK/corr.json" >/dev/null || fail "fabric spans do not name fsroce1 prio 3: $(cat "$WORK/corr.json")"
-jq -e '[.[] | select(.verdict == "clean") | .signals | length] | all(. == 0)' "$WORK/corr.json" \
+jq -e '[.spans[] | select(.verdict == "clean") | .signals | length] | all(. == 0)' "$WORK/corr.json" \
   >/dev/null || fail "clean spans list anomalous signals"
+# Every span names the saturated PMA counters in its scope as blind (a
+# caveat, not judged): both ports, or mlx5_0's for the hinted span.
+jq -e 'all(.[]; ([.blind[] | select(.signal == "ib_port_xmit_wait_ticks" and .raw_name == "port_xmit_wait"
+                            and .why == "saturated")] | length)
+                == (if .scope == "every port" then 2 else 1 end))' "$WORK/corr.json" >/dev/null ||
+  fail "blind saturated port_xmit_wait not listed: $(cat "$WORK/corr.json")"
+jq -e '[.[] | select(.verdict == "clean") | .reason | test("port_xmit_wait saturated: blind")] | all' \
+  "$WORK/corr.json" >/dev/null || fail "clean reasons do not name the blind counter"
 # Stall: decode steps over 300 ms.
-jq -e '[.[] | select(.name == "decode_step") | .stall] | all' "$WORK/corr.json" >/dev/null ||
+jq -e '[.spans[] | select(.name == "decode_step") | .stall] | all' "$WORK/corr.json" >/dev/null ||
   fail "decode steps over 300ms are stalls"
 
-# By trace id and by span id.
-TRACE=$(jq -r '.[1].trace_id' "$WORK/corr.json")
+# Selectors: each keeps its spans, the summary still counts all six.
+selected() { # ARGS... -> "verdicts|not_selected|over_limit"
+  "$CLI" correlate --server="$GRPC_ADDR" --since=1m --output=json "$@" |
+    jq -r '"\([.spans[] | .verdict] | join(","))|\(.summary.not_selected)|\(.summary.over_limit)|\(.summary.spans)"'
+}
+[ "$(selected)" = "clean,fabric,clean,clean,fabric,clean|0|0|6" ] || fail "default (stalls and fabric): $(selected)"
+[ "$(selected --verdict=fabric)" = "fabric,fabric|4|0|6" ] || fail "--verdict=fabric: $(selected --verdict=fabric)"
+[ "$(selected --verdict=clean --verdict=unknown)" = "clean,clean,clean,clean|2|0|6" ] ||
+  fail "--verdict=clean --verdict=unknown: $(selected --verdict=clean --verdict=unknown)"
+[ "$(selected --verdict=unknown)" = "|6|0|6" ] || fail "--verdict=unknown: $(selected --verdict=unknown)"
+[ "$(selected --stalls --name=kv_transfer)" = "|1|0|1" ] || fail "--stalls: $(selected --stalls --name=kv_transfer)"
+# Over the limit the latest stalls come first (the kv_transfer is no stall).
+[ "$(selected --verdict=clean,fabric --limit=2)" = "clean,clean|0|4|6" ] ||
+  fail "--limit=2: $(selected --verdict=clean,fabric --limit=2)"
+# The human output starts with the summary line and says what the limit left out.
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --verdict=fabric --limit=1 >"$WORK/limited.txt"
+head -n1 "$WORK/limited.txt" | grep -q '^6 spans: 4 clean, 2 fabric; 5 stalls: 4 clean, 1 fabric; blamed: pfc_pause_' ||
+  fail "summary line: $(cat "$WORK/limited.txt")"
+grep -q '^\.\.\. 1 more earlier selected spans (use --limit N; --limit 0 shows all)$' "$WORK/limited.txt" &&
+  grep -q '^\.\.\. 4 more spans not selected (use --verdict, --stalls or --all)$' "$WORK/limited.txt" &&
+  [ "$(grep -c 'FABRIC  trace' "$WORK/limited.txt")" = 1 ] || fail "left-out lines: $(cat "$WORK/limited.txt")"
+
+# By trace id and by span id: every span of the id, whatever its verdict.
+TRACE=$(jq -r '.spans[1].trace_id' "$WORK/corr.json")
 "$CLI" correlate --server="$GRPC_ADDR" --trace-id="$TRACE" --output=json >"$WORK/one.json"
-jq -e 'length == 1 and .[0].verdict == "fabric"' "$WORK/one.json" >/dev/null ||
+jq -e '.spans | length == 1 and .[0].verdict == "fabric"' "$WORK/one.json" >/dev/null ||
   fail "correlate --trace-id: $(cat "$WORK/one.json")"
-SPANID=$(jq -r '.[0].span_id' "$WORK/corr.json")
+SPANID=$(jq -r '.spans[0].span_id' "$WORK/corr.json")
 "$CLI" correlate --server="$GRPC_ADDR" --span-id="$SPANID" --output=json >"$WORK/one.json"
-jq -e 'length == 1 and .[0].verdict == "clean"' "$WORK/one.json" >/dev/null ||
+jq -e '.spans | length == 1 and .[0].verdict == "clean"' "$WORK/one.json" >/dev/null ||
   fail "correlate --span-id: $(cat "$WORK/one.json")"
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=kv_transfer --output=json >"$WORK/one.json"
-jq -e 'length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/dev/null ||
+jq -e '.spans | length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/dev/null ||
   fail "correlate --name: $(cat "$WORK/one.json")"
 # Human output names the signal and where.
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m >"$WORK/corr.txt"
 grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 -> leaf07 Ethernet1/12 prio 3 rx' "$WORK/corr.txt" ||
   fail "human output: $(cat "$WORK/corr.txt")"
+grep -q '    blind: ib_port_xmit_wait_ticks mlx5_1/1 fsroce1 saturated (counters/port_xmit_wait): not judged' "$WORK/corr.txt" ||
+  fail "human output lacks the blind caveat: $(cat "$WORK/corr.txt")"
+# --all-series: each line names its counter (three rdma_errors lines per port
+# that differ only in it).
+"$CLI" correlate --server="$GRPC_ADDR" --span-id="$SPANID" --all-series >"$WORK/all.txt"
+for c in out_of_sequence packet_seq_err local_ack_timeout_err; do
+  [ "$(grep -cE "#[0-9]+ rdma_errors $c +mlx5_[01]/1" "$WORK/all.txt")" = 2 ] ||
+    fail "--all-series lacks rdma_errors $c on both ports: $(cat "$WORK/all.txt")"
+done
+grep -qE "#[0-9]+ discards rx_discards_phy +mlx5_[01]/1 fsroce[01]" "$WORK/all.txt" ||
+  fail "--all-series lacks discards rx_discards_phy: $(cat "$WORK/all.txt")"
+grep -qE "#[0-9]+ ib_port_xmit_wait_ticks +mlx5_0/1 fsroce0 +blind: saturated" "$WORK/all.txt" ||
+  fail "--all-series does not mark port_xmit_wait blind: $(cat "$WORK/all.txt")"
 # Usage errors exit 2 and name the flag.
 rc=0
 "$CLI" correlate --server="$GRPC_ADDR" --trace-id=zz 2>"$WORK/err" || rc=$?
 [ "$rc" = 2 ] && grep -q -- '--trace-id' "$WORK/err" || fail "bad --trace-id: rc $rc"
+rc=0
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --verdict=bogus 2>"$WORK/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- 'for flag --verdict' "$WORK/err" || fail "bad --verdict: rc $rc $(cat "$WORK/err")"
+rc=0
+"$CLI" events --server="$GRPC_ADDR" --limit=x 2>"$WORK/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- 'for flag --limit' "$WORK/err" || fail "bad --limit: rc $rc $(cat "$WORK/err")"
 
 # Span aggregates (the worker correlates each span once its window was polled).
 want_metric() {
@@ -180,6 +240,14 @@ promtool_check "$WORK/m"
 "$CLI" ports --server="$GRPC_ADDR" --output=json >"$WORK/ports.json"
 jq -e 'length == 2 and .[1].device == "mlx5_1" and .[1].netdev == "fsroce1"' "$WORK/ports.json" \
   >/dev/null || fail "ports: $(cat "$WORK/ports.json")"
+"$CLI" ports --server="$GRPC_ADDR" --limit=1 >"$WORK/ports.txt"
+[ "$(grep -c '^mlx5_' "$WORK/ports.txt")" = 1 ] && grep -q '^\.\.\. 1 more ports (use --limit N' "$WORK/ports.txt" ||
+  fail "ports --limit=1: $(cat "$WORK/ports.txt")"
+"$CLI" series --server="$GRPC_ADDR" --signal=pfc_pause_seconds --label=netdev=fsroce1 --since=1s \
+  --limit=1 >"$WORK/series.txt"
+[ "$(grep -c '^fabricscope_pfc_pause_seconds_total{' "$WORK/series.txt")" = 1 ] &&
+  grep -q '^\.\.\. 1 more series (use --limit N' "$WORK/series.txt" ||
+  fail "series --limit=1: $(head -c 2000 "$WORK/series.txt")"
 "$CLI" series --server="$GRPC_ADDR" --signal=pfc_pause_seconds --label=netdev=fsroce1 --since=30s \
   --output=json >"$WORK/series.json"
 # rx and tx pause time of fsroce1 priority 3; the rx one saw the bursts.
@@ -211,16 +279,16 @@ span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"7"}'
 sleep 0.6
 "$CLI" push --server="$GRPC_ADDR" <"$SPANS" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
 for _ in $(seq 1 50); do
-  "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --output=json >"$WORK/gpu.json" || true
-  [ "$(jq length "$WORK/gpu.json" 2>/dev/null)" = 2 ] && break
+  "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --all --output=json >"$WORK/gpu.json" || true
+  [ "$(jq '.spans | length' "$WORK/gpu.json" 2>/dev/null)" = 2 ] && break
   sleep 0.1
 done
-jq -e 'length == 2
+jq -e '.spans | length == 2
        and (map(select(.scope | startswith("NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1")))
             | length == 1 and .[0].verdict == "clean")
        and (map(select(.scope | test("GPU 7 unknown"))) | length == 1 and .[0].verdict == "fabric")' \
   "$WORK/gpu.json" >/dev/null || fail "GPU-scoped spans: $(cat "$WORK/gpu.json")"
-"$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step >"$WORK/gpu.txt"
+"$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --all >"$WORK/gpu.txt"
 grep -q 'scope: NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1' "$WORK/gpu.txt" ||
   fail "correlate text lacks the GPU scope: $(cat "$WORK/gpu.txt")"
 

@@ -2,7 +2,8 @@
 # The embedded default: tools/run.sh --demo=on starts fabricscoped on fabricsim
 # (the `mixed` scenario), says so in one line, and prints where to look; the
 # counters of the simulated PFC storm (1.0-1.6 s) and incast bursts (from
-# 2.0 s) reach /metrics; SIGTERM stops the daemon with status 0, and the
+# 2.0 s) reach /metrics; the daemon logs no warning (the simulated PFC
+# configuration included); SIGTERM stops the daemon with status 0, and the
 # simulator and its temporary tree go with it.
 source "$(dirname "$0")/lib.sh"
 
@@ -58,6 +59,17 @@ awk -v b="$P2" 'BEGIN { exit !(b >= 0.5) }' || fail "PFC pause seconds below the
 S2=$(sum_family "$WORK/m2" fabricscope_pfc_storms_total 'netdev="eth2"')
 awk -v s="$S2" 'BEGIN { exit !(s >= 1) }' || fail "no PFC storm counted on eth2 ($S2)"
 awk -v a="$E1" -v b="$E2" 'BEGIN { exit !(b > a) }' || fail "ECN marked packets did not move: $E1 -> $E2"
+
+# It starts without warnings: every source the daemon reads is simulated,
+# PFC configuration included (fabricsim --dcb-dir: PFC on priority 3, the
+# simulated fabric's lossless class, as dcbnl would report on a real host).
+if grep -E 'level=(warn|error)' "$WORK/daemon.log"; then fail "the demo logged warnings (above)"; fi
+for nd in eth2 eth3; do
+  grep -Eq "^fabricscope_pfc_enabled\{.*netdev=\"$nd\".*priority=\"3\".*\} 1\$" "$WORK/m2" ||
+    fail "no PFC enabled on $nd priority 3: $(grep '^fabricscope_pfc_enabled' "$WORK/m2")"
+  grep -Eq "^fabricscope_pfc_enabled\{.*netdev=\"$nd\".*priority=\"0\".*\} 0\$" "$WORK/m2" ||
+    fail "PFC priority 0 of $nd not reported off"
+done
 
 # Decode-step spans reach the daemon through `fabricscope push` (when the CLI is built).
 if grep -q "spans pushed to" "$WORK/run.out"; then

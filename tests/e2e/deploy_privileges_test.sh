@@ -14,14 +14,15 @@
 # everything is removed on exit.
 source "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" -eq 0 ] || fail "needs root (creates a network namespace); CI runs tests as root"
-command -v ip >/dev/null || fail "ip (iproute2) not installed"
+# Skipped (exit 77, with the reason) where no network namespace with a veth
+# pair can be created (lib.sh require_netns); as root on a VM it runs.
+require_netns
 command -v setpriv >/dev/null || fail "setpriv (util-linux) not installed"
 NS="fsdeploy$$"
 ip netns add "$NS" || fail "cannot create netns $NS"
 cleanup_ns() { ip netns del "$NS" 2>/dev/null || true; }
 trap 'cleanup_ns; cleanup' EXIT
-ip -n "$NS" link add fsva type veth peer name fsvb
+ip -n "$NS" link add fsva type veth peer name fsvb || fail "cannot create the veth pair in $NS"
 ip -n "$NS" link set lo up
 ip -n "$NS" link set fsva up
 ip -n "$NS" link set fsvb up

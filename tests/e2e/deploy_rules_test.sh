@@ -68,6 +68,8 @@ mutate "storm fallback 0.5 -> 0.55" 's/fabricscope:pfc_pause_fraction:rate1m >= 
 mutate "pause spreading >= 2 -> >= 1" 's/> 100) >= 2)$/> 100) >= 1)/'
 mutate "stalls 0.25 -> 0.4" 's/ratio15m > 0.25$/ratio15m > 0.4/'
 mutate "link degraded loses netdev" 's/max by (job, instance, device, port, netdev, kind) (max_over_time(fabricscope_link_degraded_active/max by (job, instance, device, port, kind) (max_over_time(fabricscope_link_degraded_active/'
+mutate "counter saturated loses the counter" 's/max by (job, instance, device, port, counter) (fabricscope_ib_pma_saturated)/max by (job, instance, device, port) (fabricscope_ib_pma_saturated)/'
+mutate "counter saturated for 15m -> 10m" '/alert: FabricCounterSaturated/,/for:/s/for: 15m/for: 10m/'
 # The fleet rules (deploy/prometheus/fabricscope-fleet.rules.yml).
 F=fabricscope-fleet.rules.yml
 mutate "origin ignores the role" 's/fabricscope_pfc_pause_role{role="originator"}/fabricscope_pfc_pause_role/g' "$F"

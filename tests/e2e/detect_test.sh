@@ -22,7 +22,7 @@ T0=1760000000000000000
 lines=$(wc -l <"$WORK/storm.jsonl")
 bad=$((lines / 2))
 sed -i "${bad}s/.*/{\"ts_ns\": not json/" "$WORK/storm.jsonl"
-"$CLI" --output=json analyze "$WORK/storm.jsonl" >"$WORK/storm.json" 2>"$WORK/storm.err" ||
+"$CLI" --output=json analyze "$WORK/storm.jsonl" --all >"$WORK/storm.json" 2>"$WORK/storm.err" ||
   fail "analyze failed: $(cat "$WORK/storm.err")"
 grep -q "line $bad:" "$WORK/storm.err" || fail "malformed line $bad not reported: $(head -3 "$WORK/storm.err")"
 storms=$(jq '[.events[] | select(.detector=="pfc_storm" and .kind=="storm")] | length' "$WORK/storm.json")
@@ -42,6 +42,19 @@ done
 # Spans were read and correlated; those during the rx storm on eth2 are fabric.
 nspans=$(jq '.spans | length' "$WORK/storm.json")
 [ "$nspans" -gt 100 ] || fail "expected spans in the analysis, got $nspans"
+jq -e '.summary.spans == (.spans | length) and .summary.not_selected == 0
+       and .summary.verdicts.fabric == ([.spans[] | select(.verdict=="fabric")] | length)' \
+  "$WORK/storm.json" >/dev/null || fail "analyze summary: $(jq -c .summary "$WORK/storm.json")"
+# Without --all: the stalls and fabric spans; the summary still counts every span.
+"$CLI" --output=json analyze "$WORK/storm.jsonl" >"$WORK/storm-default.json" 2>/dev/null
+jq -e --argjson n "$nspans" '.summary.spans == $n
+       and (.spans | length) == $n - .summary.not_selected
+       and (.spans | all(.stall or .verdict == "fabric"))' "$WORK/storm-default.json" >/dev/null ||
+  fail "analyze default selection: $(jq -c .summary "$WORK/storm-default.json")"
+"$CLI" analyze "$WORK/storm.jsonl" --limit=1 >"$WORK/storm-limited.txt" 2>/dev/null
+grep -q '^\.\.\. [0-9]* more earlier events (use --limit N' "$WORK/storm-limited.txt" &&
+  grep -q '^[0-9]* spans: ' "$WORK/storm-limited.txt" ||
+  fail "analyze --limit=1: $(head -c 3000 "$WORK/storm-limited.txt")"
 jq -e '[.spans[] | select(.verdict=="fabric")] | length > 0' "$WORK/storm.json" >/dev/null ||
   fail "no span judged fabric during the storms"
 

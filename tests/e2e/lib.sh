@@ -17,6 +17,33 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# skip REASON: ends the test as SKIPPED (exit 77: the SKIP_RETURN_CODE that
+# tests/CMakeLists.txt gives every script test), with the reason on stdout.
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+
+# require_netns: skips the test unless this environment can create a network
+# namespace with a veth pair in it (an unprivileged container, a chroot or a
+# user namespace cannot; root on a VM, as in CI, can). Probes by creating one
+# and deleting it. FABRICSCOPE_TEST_NO_NETNS=REASON skips without trying (the
+# skip path's own test, tests/e2e/netns_skip_test.sh); the unit tests' probe
+# (tests/unit/collectors/net_env.h) honours it too.
+require_netns() {
+  [ -z "${FABRICSCOPE_TEST_NO_NETNS:-}" ] ||
+    skip "needs a network namespace: ${FABRICSCOPE_TEST_NO_NETNS} (FABRICSCOPE_TEST_NO_NETNS)"
+  command -v ip >/dev/null 2>&1 || skip "needs a network namespace: iproute2's ip is not installed"
+  local ns="fsprobe$$" out
+  out=$(ip netns add "$ns" 2>&1) ||
+    skip "needs a network namespace: cannot create one (ip netns add: $out)"
+  if ! out=$(ip -n "$ns" link add fsp0 type veth peer name fsp1 2>&1); then
+    ip netns del "$ns" 2>/dev/null || true
+    skip "needs a veth pair in a network namespace: cannot create one (ip link add: $out)"
+  fi
+  ip netns del "$ns" 2>/dev/null || true
+}
+
 fail() {
   echo "FAIL: $*" >&2
   if [ -f "$WORK/daemon.log" ]; then echo "--- daemon log (tail) ---" >&2; tail -n 30 "$WORK/daemon.log" >&2; fi

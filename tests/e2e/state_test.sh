@@ -109,7 +109,7 @@ jq -e --slurpfile a "$WORK/ev1.json" \
   fail "storm event not restored: $(cat "$WORK/ev2.json") vs $(cat "$WORK/ev1.json")"
 "$CLI" --server="$GRPC" --output=json correlate --trace-id="$(printf '%032x' $((0xabc0 + 2)))" >"$WORK/c2.json" ||
   fail "correlate after the restart"
-jq -e 'length == 1 and .[0].verdict == "fabric"' "$WORK/c2.json" >/dev/null ||
+jq -e '.spans | length == 1 and .[0].verdict == "fabric"' "$WORK/c2.json" >/dev/null ||
   fail "restored span not found or not fabric: $(cat "$WORK/c2.json")"
 "$CLI" --server="$GRPC" --output=json series --signal=pfc_pause_seconds --label=direction=rx --since=10m \
   >"$WORK/s2.json" || fail "series after the restart"

@@ -1,6 +1,8 @@
 #include "tools/fabricscope/analyze.h"
 
+#include <algorithm>
 #include <iostream>
+#include <memory>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
@@ -18,24 +20,44 @@
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
+namespace {
+constexpr uint32_t kAnalyzeDefaultLimit = 50;
+}  // namespace
 
 int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   std::vector<std::string> rest;
   std::string file;
-  for (const std::string& a : args) {
+  // The first operand that is not the value of a "--flag value" pair.
+  const std::vector<std::string> value_flags = {"--stall-thresholds", "--verdict", "--limit"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a.rfind("--", 0) != 0 && file.empty()) {
       file = a;
-    } else {
-      rest.push_back(a);
+      continue;
+    }
+    rest.push_back(a);
+    if (std::find(value_flags.begin(), value_flags.end(), a) != value_flags.end() &&
+        i + 1 < args.size()) {
+      rest.push_back(args[++i]);
     }
   }
   const auto run = Invocation::Start(
       ctx, "analyze", rest,
-      {.values = {"stall-thresholds"},
-       .usage = "usage: fabricscope analyze FILE [--stall-thresholds=NAME=DUR,...]\n"},
+      {.values = {"stall-thresholds", "verdict", "limit"},
+       .bools = {"stalls", "all"},
+       .usage = "usage: fabricscope analyze FILE [--stall-thresholds=NAME=DUR,...] "
+                "[--verdict fabric|clean|unknown]... [--stalls] [--all] [--limit N]\n"
+                "  lists the events, a summary line of the spans, then the stalls and fabric\n"
+                "  spans (--verdict/--stalls/--all select others, as in correlate); --limit N:\n"
+                "  at most the latest N events and N spans (stalls first; default 50; json: no\n"
+                "  limit; 0: all)\n"},
       file.empty() ? "a recording file is required" : "");
   if (!run) return kExitUsage;
+  auto selection = ParseSpanSelection(run->flags(), /*default_all=*/false);
+  if (!selection.ok()) return run->Usage(selection.status().message());
+  auto limit = run->Limit(kAnalyzeDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
   auto thresholds = StallPolicy::Parse(run->flags().Get("stall-thresholds"));
   if (!thresholds.ok()) {
     return run->Usage(absl::StrCat("--stall-thresholds: ", thresholds.status().message()));
@@ -70,27 +92,45 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
                            RealClock::Get());
   EventsQuery every_event;
   every_event.time_range = {INT64_MIN, INT64_MAX};
-  auto listed = engine.Events(every_event);
+  every_event.limit = *limit;
+  size_t events_left_out = 0;
+  auto listed = engine.Events(every_event, &events_left_out);
   if (!listed.ok()) return run->Fail(listed.status().message());  // the range is valid
   v1::EventsResponse ev;
   for (const DetectorEvent& e : *listed) EventToProto(e, ev.add_events());
-  v1::CorrelateResponse verdicts;
+  ev.set_left_out(static_cast<uint32_t>(events_left_out));
+  // The spans as Query.Correlate would answer them: summary, then selection.
+  std::vector<CorrelatedSpan> correlated;
+  correlated.reserve(spans.size());
   for (const Span& span : spans) {
-    FillSpanVerdict(span, engine.CorrelateSpan(span, /*include_all_series=*/false),
-                    verdicts.add_spans());
+    correlated.push_back({std::make_shared<const Span>(span),
+                          engine.CorrelateSpan(span, /*include_all_series=*/false)});
   }
+  v1::CorrelateRequest as_request;  // the selection in the daemon's terms
+  if (*selection) *as_request.mutable_selection() = **selection;
+  const CorrelateSummary summary =
+      SelectSpans(CorrelateQueryFromProto(as_request).selection, *limit, &correlated);
+  v1::CorrelateResponse verdicts;
+  CorrelateSummaryToProto(summary, verdicts.mutable_summary());
+  for (const CorrelatedSpan& c : correlated) {
+    FillSpanVerdict(*c.span, c.correlation, verdicts.add_spans());
+  }
+  const std::string events_left = LeftOutLine(events_left_out, "earlier events");
   if (run->json()) {
     std::string events_json = EventsJson(ev);
     std::string spans_json = CorrelateJson(verdicts);
     while (!events_json.empty() && events_json.back() == '\n') events_json.pop_back();
     while (!spans_json.empty() && spans_json.back() == '\n') spans_json.pop_back();
-    out << "{\"events\":" << events_json << ",\n\"spans\":" << spans_json << "}\n";
+    out << "{\"summary\":" << CorrelateSummaryJson(verdicts.summary())
+        << ",\n\"events\":" << events_json << ",\n\"spans\":" << spans_json << "}\n";
+    run->LeftOut(out, events_left);
+    run->LeftOut(out, LeftOutLine(summary.over_limit, "earlier selected spans"));
   } else {
     out << "recording " << file << ": " << st.samples << " samples, " << st.spans << " spans, "
         << problems << " lines skipped, " << st.unknown_counters
         << " counters without a signal rule ignored\n\n"
-        << EventsHuman(ev) << "\n"
-        << CorrelateHuman(verdicts);
+        << events_left << EventsHuman(ev) << "\n"
+        << CorrelateReportHuman(verdicts);
   }
   return kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <ostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -74,6 +75,23 @@ std::string Flags::Get(absl::string_view name, absl::string_view def) const {
   return out;
 }
 
+absl::StatusOr<uint32_t> ParseLimit(const Flags& flags, bool json, uint32_t human_default) {
+  if (!flags.Has("limit")) return json ? 0 : human_default;
+  uint32_t n;
+  if (!absl::SimpleAtoi(flags.Get("limit"), &n)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid value \"", flags.Get("limit"),
+                                                   "\" for flag --limit: want a number >= 0 "
+                                                   "(0: no limit)"));
+  }
+  return n;
+}
+
+std::string LeftOutLine(uint64_t n, absl::string_view what, absl::string_view how) {
+  if (n == 0) return "";
+  return absl::StrCat("... ", n, " more ", what, " (",
+                      how.empty() ? "use --limit N; --limit 0 shows all" : how, ")\n");
+}
+
 absl::StatusOr<CommonOptions> ParseCommon(const CliContext& ctx) {
   CommonOptions o;
   o.server = ctx.server;
@@ -121,6 +139,15 @@ int Invocation::UsageWithHelp(absl::string_view message) const {
 int Invocation::Fail(absl::string_view message) const {
   Say() << message << "\n";
   return kExitFailure;
+}
+
+void Invocation::LeftOut(std::ostream& out, absl::string_view line) const {
+  if (line.empty()) return;
+  if (common_.json) {
+    Say() << line;
+  } else {
+    out << line;
+  }
 }
 
 int Invocation::CallFailed(absl::string_view message) const {

@@ -13,6 +13,7 @@
 // Thread-safety: none needed (the CLI is single-threaded).
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -70,6 +71,16 @@ class Flags {
   std::vector<std::pair<std::string, std::string>> values_;
 };
 
+// --limit N of a list command (correlate, events, top, ports, series,
+// analyze): at most N items (0: no limit). Absent: `human_default` for the
+// human output, 0 (every item) for --output json. Error: not a number >= 0.
+absl::StatusOr<uint32_t> ParseLimit(const Flags& flags, bool json, uint32_t human_default);
+// The line a list ends (or starts) with when a limit or a selection left
+// items out: "... 1380 more spans (use --limit N; --limit 0 shows all)\n" for
+// `what` = "spans"; `how` replaces the parenthesized hint when not empty.
+// "" when `n` is 0.
+std::string LeftOutLine(uint64_t n, absl::string_view what, absl::string_view how = {});
+
 // The global --server and --output (parsed by main.cc into CliContext).
 struct CommonOptions {
   std::string server = std::string(kDefaultServer);
@@ -116,6 +127,13 @@ class Invocation {
   // A failed call to the daemon: "fabricscope NAME: SERVER: MESSAGE";
   // returns kExitFailure.
   int CallFailed(absl::string_view message) const;
+  // --limit (ParseLimit with this run's output format).
+  absl::StatusOr<uint32_t> Limit(uint32_t human_default) const {
+    return ParseLimit(flags_, common_.json, human_default);
+  }
+  // Writes `line` (LeftOutLine) to `out` for the human output, to the error
+  // stream for JSON (whose stdout stays one document).
+  void LeftOut(std::ostream& out, absl::string_view line) const;
 
  private:
   Invocation(std::string name, std::string usage, Flags flags, CommonOptions common)

@@ -7,11 +7,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
 namespace {
+
+constexpr uint32_t kCorrelateDefaultLimit = 50;
 
 absl::string_view VerdictText(v1::Verdict v) {
   switch (v) {
@@ -38,7 +42,33 @@ std::string Where(const v1::SignalCorrelation& s) {
   return w;
 }
 
+// The signal and, where the family has one, its counter/reason label:
+// "rdma_errors out_of_sequence", "discards rx_discards_phy",
+// "pfc_pause_seconds".
+std::string SignalWithCounter(const std::string& signal, const std::string& counter) {
+  return counter.empty() ? signal : absl::StrCat(signal, " ", counter);
+}
+
+// Where a blind series is: "mlx5_0/1", "eth2 prio 3 rx".
+std::string BlindWhere(const v1::BlindSeries& b) {
+  std::string w;
+  if (!b.device().empty())
+    absl::StrAppend(&w, b.device(), b.port() ? absl::StrCat("/", b.port()) : "");
+  if (!b.netdev().empty()) absl::StrAppend(&w, w.empty() ? "" : " ", b.netdev());
+  if (!b.priority().empty()) absl::StrAppend(&w, " prio ", b.priority());
+  if (!b.direction().empty()) absl::StrAppend(&w, " ", b.direction());
+  return w;
+}
+
 std::string HowMuch(const v1::SignalCorrelation& s) {
+  if (!s.superseded_by().empty()) {
+    return absl::StrCat("superseded by ", s.superseded_by(),
+                        s.blind().empty() ? "" : absl::StrCat(" (", s.blind(), ")"));
+  }
+  if (!s.blind().empty()) {
+    return absl::StrFormat("blind: %s (covered %.0f%% of the span; %s/%s)", s.blind(),
+                           100 * s.coverage(), s.source(), s.raw_name());
+  }
   if (s.signal_class() == "pause") {
     return absl::StrFormat("paused %.1f%% of the span (%.1fms; baseline %.1f%%, peak %.1f%%)",
                            100 * s.pause_fraction(), s.delta() * 1e3, 100 * s.baseline_rate(),
@@ -49,7 +79,154 @@ std::string HowMuch(const v1::SignalCorrelation& s) {
                          FormatRate(s.delta()));
 }
 
+// One series of a span: rank, signal with its counter, where, how much.
+std::string SeriesLine(const v1::SignalCorrelation& s, int rank) {
+  return absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n", s.anomalous() ? "!" : " ", rank,
+                         SignalWithCounter(s.signal(), s.counter()), Where(s), HowMuch(s),
+                         s.score());
+}
+
+// The span's blind series (not judged), one line each, at most kBlindShown.
+std::string BlindLines(const v1::SpanVerdict& v) {
+  constexpr int kBlindShown = 8;
+  std::string out;
+  for (int i = 0; i < v.blind_size() && i < kBlindShown; ++i) {
+    const v1::BlindSeries& b = v.blind(i);
+    absl::StrAppend(&out, "    blind: ", SignalWithCounter(b.signal(), b.counter()), " ",
+                    BlindWhere(b), " ", b.why(), " (", b.source(), "/", b.raw_name(),
+                    "): not judged\n");
+  }
+  if (v.blind_size() > kBlindShown) {
+    absl::StrAppend(&out, "    blind: ", v.blind_size() - kBlindShown,
+                    " more (--output json lists them)\n");
+  }
+  return out;
+}
+
+// The per-span JSON list of blind series.
+std::string BlindJson(const v1::SpanVerdict& v) {
+  std::string out = "[";
+  for (int i = 0; i < v.blind_size(); ++i) {
+    const v1::BlindSeries& b = v.blind(i);
+    absl::StrAppend(
+        &out, i ? "," : "", "{\"signal\":", JsonString(b.signal()),
+        ",\"counter\":", JsonString(b.counter()), ",\"device\":", JsonString(b.device()),
+        ",\"port\":", b.port(), ",\"netdev\":", JsonString(b.netdev()),
+        ",\"priority\":", JsonString(b.priority()), ",\"direction\":", JsonString(b.direction()),
+        ",\"why\":", JsonString(b.why()), ",\"source\":", JsonString(b.source()),
+        ",\"raw_name\":", JsonString(b.raw_name()), "}");
+  }
+  absl::StrAppend(&out, "]");
+  return out;
+}
+
+// "1401 clean, 2 fabric, 20 unknown" (zeros left out; "" when all are 0).
+std::string ByVerdict(uint32_t clean, uint32_t fabric, uint32_t unknown) {
+  std::vector<std::string> parts;
+  if (clean) parts.push_back(absl::StrCat(clean, " clean"));
+  if (fabric) parts.push_back(absl::StrCat(fabric, " fabric"));
+  if (unknown) parts.push_back(absl::StrCat(unknown, " unknown"));
+  return absl::StrJoin(parts, ", ");
+}
+
+// "pfc_pause_seconds rx prio 3", "rdma_errors out_of_sequence".
+std::string BlamedName(const v1::BlamedSignal& b) {
+  std::string out = b.signal();
+  if (!b.counter().empty()) absl::StrAppend(&out, " ", b.counter());
+  if (!b.direction().empty()) absl::StrAppend(&out, " ", b.direction());
+  if (!b.priority().empty()) absl::StrAppend(&out, " prio ", b.priority());
+  return out;
+}
+
 }  // namespace
+
+std::string CorrelateSummaryLine(const v1::CorrelateSummary& s) {
+  std::string out = absl::StrCat(s.spans(), s.spans() == 1 ? " span" : " spans");
+  const std::string spans = ByVerdict(s.clean(), s.fabric(), s.unknown());
+  if (!spans.empty()) absl::StrAppend(&out, ": ", spans);
+  absl::StrAppend(&out, "; ", s.stalls(), s.stalls() == 1 ? " stall" : " stalls");
+  const std::string stalls = ByVerdict(s.stalls_clean(), s.stalls_fabric(), s.stalls_unknown());
+  if (!stalls.empty()) absl::StrAppend(&out, ": ", stalls);
+  if (s.blamed_size() > 0) {
+    absl::StrAppend(&out, "; blamed: ",
+                    absl::StrJoin(s.blamed(), ", ", [](std::string* o, const v1::BlamedSignal& b) {
+                      absl::StrAppend(o, BlamedName(b), " (", b.spans(), ")");
+                    }));
+  }
+  return out;
+}
+
+std::string CorrelateSummaryJson(const v1::CorrelateSummary& s) {
+  std::string out = absl::StrCat(
+      "{\"spans\":", s.spans(), ",\"verdicts\":{\"fabric\":", s.fabric(), ",\"clean\":", s.clean(),
+      ",\"unknown\":", s.unknown(), "},\"stalls\":", s.stalls(),
+      ",\"stall_verdicts\":{\"fabric\":", s.stalls_fabric(), ",\"clean\":", s.stalls_clean(),
+      ",\"unknown\":", s.stalls_unknown(), "},\"blamed\":[");
+  for (int i = 0; i < s.blamed_size(); ++i) {
+    const v1::BlamedSignal& b = s.blamed(i);
+    absl::StrAppend(&out, i ? "," : "", "{\"signal\":", JsonString(b.signal()),
+                    ",\"counter\":", JsonString(b.counter()),
+                    ",\"direction\":", JsonString(b.direction()),
+                    ",\"priority\":", JsonString(b.priority()), ",\"spans\":", b.spans(), "}");
+  }
+  absl::StrAppend(&out, "],\"not_selected\":", s.not_selected(), ",\"over_limit\":", s.over_limit(),
+                  "}");
+  return out;
+}
+
+std::string CorrelateReportHuman(const v1::CorrelateResponse& response) {
+  const v1::CorrelateSummary& s = response.summary();
+  if (s.spans() == 0 && response.spans_size() == 0) return "no spans matched\n";
+  std::string out = absl::StrCat(CorrelateSummaryLine(s), "\n");
+  // The limit keeps the latest stalls, then the latest other spans: the ones
+  // left out come before them.
+  absl::StrAppend(&out, LeftOutLine(s.over_limit(), "earlier selected spans"));
+  if (response.spans_size() > 0) absl::StrAppend(&out, CorrelateHuman(response));
+  absl::StrAppend(&out, LeftOutLine(s.not_selected(), "spans not selected",
+                                    "use --verdict, --stalls or --all"));
+  return out;
+}
+
+std::string CorrelateReportJson(const v1::CorrelateResponse& response) {
+  std::string spans = CorrelateJson(response);
+  while (!spans.empty() && spans.back() == '\n') spans.pop_back();
+  return absl::StrCat("{\"summary\":", CorrelateSummaryJson(response.summary()),
+                      ",\n\"spans\":", spans, "}\n");
+}
+
+absl::StatusOr<std::optional<v1::SpanSelection>> ParseSpanSelection(const Flags& flags,
+                                                                    bool default_all) {
+  if (flags.Has("all")) {
+    if (flags.Has("verdict") || flags.Has("stalls")) {
+      return absl::InvalidArgumentError("--all selects every span: drop --verdict and --stalls");
+    }
+    return std::nullopt;
+  }
+  if (!flags.Has("verdict") && !flags.Has("stalls")) {
+    if (default_all) return std::nullopt;
+    v1::SpanSelection sel;  // the answers first: stalls and fabric spans
+    sel.set_stalls(true);
+    sel.add_verdicts(v1::VERDICT_FABRIC);
+    return sel;
+  }
+  v1::SpanSelection sel;
+  sel.set_stalls(flags.Has("stalls"));
+  for (const std::string& value : flags.GetAll("verdict")) {
+    for (absl::string_view v : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+      if (v == "fabric") {
+        sel.add_verdicts(v1::VERDICT_FABRIC);
+      } else if (v == "clean") {
+        sel.add_verdicts(v1::VERDICT_CLEAN);
+      } else if (v == "unknown") {
+        sel.add_verdicts(v1::VERDICT_UNKNOWN);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "invalid value \"", v, "\" for flag --verdict: want fabric, clean or unknown"));
+      }
+    }
+  }
+  return sel;
+}
 
 std::string CorrelateJson(const v1::CorrelateResponse& response) {
   std::string out = "[";
@@ -76,9 +253,11 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
           ",\"peak_rate\":", JsonNumber(s.peak_rate()),
           ",\"pause_fraction\":", JsonNumber(s.pause_fraction()),
           ",\"score\":", JsonNumber(s.score()), ",\"anomalous\":", s.anomalous() ? "true" : "false",
+          ",\"blind\":", JsonString(s.blind()),
+          ",\"superseded_by\":", JsonString(s.superseded_by()),
           ",\"coverage\":", JsonNumber(s.coverage()), PartnerJsonMember(s), "}");
     }
-    absl::StrAppend(&out, "]}");
+    absl::StrAppend(&out, "],\"blind\":", BlindJson(v), "}");
   }
   absl::StrAppend(&out, response.spans_size() ? "\n]\n" : "]\n");
   return out;
@@ -98,11 +277,8 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
-    for (const v1::SignalCorrelation& s : v.signals()) {
-      absl::StrAppend(&out, absl::StrFormat("    %s #%d %-20s %-22s %s  score %.1f\n",
-                                            s.anomalous() ? "!" : " ", ++rank, s.signal(), Where(s),
-                                            HowMuch(s), s.score()));
-    }
+    for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));
+    absl::StrAppend(&out, BlindLines(v));
   }
   return out;
 }
@@ -111,11 +287,15 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "correlate", args,
-      {.values = {"trace-id", "span-id", "since", "name", "limit"},
-       .bools = {"all-series"},
+      {.values = {"trace-id", "span-id", "since", "name", "limit", "verdict"},
+       .bools = {"all-series", "stalls", "all"},
        .usage = "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
-                "[--name N] [--all-series] [--limit N] [--server HOST:PORT] "
-                "[--output human|json]\n"});
+                "[--name N] [--verdict fabric|clean|unknown]... [--stalls] [--all] "
+                "[--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n"
+                "  lists the stalls and fabric spans after a summary line (with --since;\n"
+                "  --trace-id/--span-id: every span); --verdict/--stalls/--all select others;\n"
+                "  --limit N: at most N spans, the latest stalls first (default 50; json: no\n"
+                "  limit; 0: all)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
   const int selectors = flags.Has("trace-id") + flags.Has("span-id") + flags.Has("since");
@@ -141,22 +321,28 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
     req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
   }
   if (flags.Has("name")) req.set_name(flags.Get("name"));
-  if (flags.Has("limit")) {
-    int limit;
-    if (!absl::SimpleAtoi(flags.Get("limit"), &limit) || limit <= 0) {
-      return run->Usage("--limit must be a positive integer");
-    }
-    req.set_limit(static_cast<uint32_t>(limit));
-  }
+  auto selection = ParseSpanSelection(flags, /*default_all=*/!flags.Has("since"));
+  if (!selection.ok()) return run->Usage(selection.status().message());
+  if (*selection) *req.mutable_selection() = **selection;
+  auto limit = run->Limit(kCorrelateDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
+  req.set_max_listed(*limit);
   req.set_include_all_series(flags.Has("all-series"));
 
   auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
-  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  // The daemon judges every span of the range for the summary (a busy host's
+  // minute of decode steps is thousands of them).
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
   v1::CorrelateResponse resp;
   grpc::Status s = stub->Correlate(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());
-  out << (run->json() ? CorrelateJson(resp) : CorrelateHuman(resp));
+  if (run->json()) {
+    out << CorrelateReportJson(resp);
+    run->LeftOut(out, LeftOutLine(resp.summary().over_limit(), "earlier selected spans"));
+  } else {
+    out << CorrelateReportHuman(resp);
+  }
   return kExitOk;
 }
 

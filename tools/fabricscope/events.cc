@@ -13,6 +13,8 @@
 namespace fabricscope::cli {
 namespace {
 
+constexpr uint32_t kEventsDefaultLimit = 100;
+
 std::string SignalsJson(const v1::Event& e) {
   std::string out = "[";
   for (int i = 0; i < e.signals_size(); ++i) {
@@ -122,9 +124,11 @@ int RunEvents(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "events", args,
-      {.values = {"since", "detector"},
+      {.values = {"since", "detector", "limit"},
        .bools = {"active"},
-       .usage = "usage: fabricscope events [--since=DUR] [--detector=NAME] [--active]\n"});
+       .usage =
+           "usage: fabricscope events [--since=DUR] [--detector=NAME] [--active] [--limit=N]\n"
+           "  --limit N: at most the latest N events (default 100; json: no limit; 0: all)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
   auto since = ParseSince(flags.Get("since", "1h"));
@@ -136,13 +140,20 @@ int RunEvents(const CliContext& ctx, const std::vector<std::string>& args) {
   req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
   req.set_detector(flags.Get("detector"));
   req.set_active_only(flags.Has("active"));
+  auto limit = run->Limit(kEventsDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
+  req.set_limit(*limit);
   auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::EventsResponse resp;
   grpc::Status s = stub->Events(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());
+  // The limit keeps the latest events: the ones left out come before them.
+  const std::string left_out = LeftOutLine(resp.left_out(), "earlier events");
+  if (!run->json()) out << left_out;
   out << (run->json() ? EventsJson(resp) : EventsHuman(resp));
+  if (run->json()) run->LeftOut(out, left_out);
   return kExitOk;
 }
 

@@ -17,6 +17,7 @@
 #include "tools/fabricscope/cli.h"
 #include "tools/fabricscope/correlate.h"
 #include "tools/fabricscope/events.h"
+#include "tools/fabricscope/incidents.h"
 #include "tools/fabricscope/ports.h"
 #include "tools/fabricscope/push.h"
 #include "tools/fabricscope/query_client.h"
@@ -32,21 +33,31 @@ const Subcommand kSubcommands[] = {
     {"push", "push [--batch=N] < spans.jsonl",
      "Send spans (JSON lines on stdin) to the daemon's Ingest API.", RunPush},
     {"correlate",
-     "correlate --trace-id=HEX | --span-id=HEX | --since=DUR [--name=N] [--all-series]",
-     "Was it the fabric? Per span: verdict and the congestion signals ranked by score.",
+     "correlate --trace-id=HEX | --span-id=HEX | --since=DUR [--name=N] [--all-series]\n"
+     "            [--verdict=fabric|clean|unknown]... [--stalls] [--all] [--limit=N (50)]",
+     "Was it the fabric? A summary line, then the stalls and fabric spans: verdict and the\n"
+     "      congestion signals ranked by score (--verdict/--stalls/--all select others).",
      RunCorrelate},
-    {"series", "series --signal=S [--since=DUR] [--label=NAME=VALUE] [--max-samples=N]",
+    {"series",
+     "series --signal=S [--since=DUR] [--label=NAME=VALUE] [--max-samples=N] [--limit=N (20)]",
      "Raw samples of matching series at full resolution.", RunSeries},
-    {"events", "events [--since=DUR] [--detector=NAME] [--active]",
+    {"events", "events [--since=DUR] [--detector=NAME] [--active] [--limit=N (100)]",
      "Detector events: PFC storms, ECN mistuning, microbursts, retransmit spikes, link.",
      RunEvents},
-    {"ports", "ports", "The RDMA port inventory.", RunPorts},
+    {"ports", "ports [--limit=N (100)]", "The RDMA port inventory.", RunPorts},
     {"record", "record [--since=DUR] [--out=FILE]",
      "Write the daemon's samples and spans of a time range as a JSON Lines recording.", RunRecord},
-    {"analyze", "analyze FILE [--stall-thresholds=NAME=DUR,...]",
+    {"analyze",
+     "analyze FILE [--stall-thresholds=NAME=DUR,...] [--verdict=V]... [--stalls] [--all]\n"
+     "            [--limit=N (50)]",
      "Run the detectors and correlator offline over a recording (no daemon needed).", RunAnalyze},
-    {"top", "top [--interval=DUR] [--iterations=N]",
-     "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits).", RunTop},
+    {"incidents", "incidents --dir=DIR | DIR [--limit=N (20)]",
+     "List the daemon's --incident-dir recordings (read directly: no daemon needed).",
+     RunIncidents},
+    {"top", "top [--interval=DUR] [--iterations=N] [--all-priorities] [--limit=N (40)]",
+     "Live per-port/priority view of pause, ECN, CNP, discards, retransmits (q quits);\n"
+     "      priorities with PFC enabled or moving only, unless --all-priorities.",
+     RunTop},
 };
 
 void PrintHelp(FILE* out) {
@@ -59,6 +70,8 @@ void PrintHelp(FILE* out) {
       "  --tls-ca=FILE        connect with TLS, trusting this PEM CA bundle\n"
       "  --tls-cert=FILE --tls-key=FILE\n"
       "                       client certificate and key (servers with --grpc-tls-client-ca)\n\n"
+      "List commands print at most --limit items (default in parentheses; --output json: no\n"
+      "limit; --limit 0: no limit) and say how many more there were.\n\n"
       "Subcommands:\n",
       out);
   for (const Subcommand& s : kSubcommands) {

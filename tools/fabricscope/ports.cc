@@ -9,6 +9,9 @@
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
+namespace {
+constexpr uint32_t kPortsDefaultLimit = 100;
+}  // namespace
 
 std::string PortsJson(const v1::PortsResponse& response) {
   std::string out = "[";
@@ -41,15 +44,25 @@ int RunPorts(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "ports", args,
-      {.usage = "usage: fabricscope ports [--server HOST:PORT] [--output human|json]\n"});
+      {.values = {"limit"},
+       .usage = "usage: fabricscope ports [--limit N] [--server HOST:PORT] [--output human|json]\n"
+                "  --limit N: at most N ports (default 100; json: no limit; 0: all)\n"});
   if (!run) return kExitUsage;
+  auto limit = run->Limit(kPortsDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
   auto stub = MakeQueryStub(run->server());
   grpc::ClientContext call;
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::PortsResponse resp;
   grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());
+  // The inventory is small and not filtered by the daemon: bounded here.
+  const uint64_t left_out =
+      *limit != 0 && resp.ports_size() > static_cast<int>(*limit) ? resp.ports_size() - *limit : 0;
+  if (left_out > 0)
+    resp.mutable_ports()->DeleteSubrange(static_cast<int>(*limit), static_cast<int>(left_out));
   out << (run->json() ? PortsJson(resp) : PortsHuman(resp));
+  run->LeftOut(out, LeftOutLine(left_out, "ports"));
   return kExitOk;
 }
 

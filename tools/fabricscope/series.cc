@@ -14,6 +14,8 @@
 namespace fabricscope::cli {
 namespace {
 
+constexpr uint32_t kSeriesDefaultLimit = 20;
+
 // The rate of interval i (samples i-1 -> i) in family units/s; false when it
 // has none (first sample, a decrease: reset or wrap, see `fabricscoped` docs).
 bool IntervalRate(const v1::SeriesData& d, int i, double* rate) {
@@ -90,9 +92,10 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "series", args,
-      {.values = {"signal", "since", "label", "max-samples"},
+      {.values = {"signal", "since", "label", "max-samples", "limit"},
        .usage = "usage: fabricscope series --signal S --since DUR [--label NAME=VALUE]... "
-                "[--max-samples N] [--server HOST:PORT] [--output human|json]\n"});
+                "[--max-samples N] [--limit N] [--server HOST:PORT] [--output human|json]\n"
+                "  --limit N: at most N series (default 20; json: the daemon's 1000; 0: that)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
   if (!flags.Has("signal")) return run->UsageWithHelp("--signal is required");
@@ -114,6 +117,9 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
     }
     req.set_max_samples_per_series(static_cast<uint32_t>(n));
   }
+  auto limit = run->Limit(kSeriesDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
+  req.set_max_series(*limit);  // the daemon bounds the reply (0: its default)
   const int64_t now = NowUnixNano();
   req.mutable_time_range()->set_from_unix_nano(
       static_cast<uint64_t>(now - absl::ToInt64Nanoseconds(*since)));
@@ -125,6 +131,8 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   grpc::Status s = stub->Series(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_message());
   out << (run->json() ? SeriesJson(resp) : SeriesHuman(resp));
+  run->LeftOut(out, LeftOutLine(resp.series_left_out(), "series",
+                                "use --limit N; the daemon sends at most 1000"));
   return kExitOk;
 }
 

@@ -22,6 +22,8 @@
 namespace fabricscope::cli {
 namespace {
 
+constexpr uint32_t kTopDefaultLimit = 40;
+
 constexpr const char* kColumnNames[kNumTopColumns] = {"pause", "pfc_frames", "ecn",
                                                       "cnp",   "discards",   "retransmits"};
 constexpr const char* kColumnTitles[kNumTopColumns] = {"PAUSE%", "PFC/s",  "ECN/s",
@@ -89,6 +91,36 @@ void TopModel::SetPorts(const v1::PortsResponse& ports) {
   ports_.assign(ports.ports().begin(), ports.ports().end());
 }
 
+void TopModel::SetPfcEnabled(const v1::SeriesResponse& gauges) {
+  pfc_enabled_.clear();
+  for (const v1::SeriesData& d : gauges.series()) {
+    auto it = d.labels().find("priority");
+    if (it == d.labels().end() || d.samples_size() == 0) continue;
+    if (d.samples(d.samples_size() - 1).raw() != 0) pfc_enabled_.insert({d.netdev(), it->second});
+  }
+}
+
+bool TopModel::Shown(const Row& row) const {
+  return all_priorities_ || row.priority == "-" || row.moved ||
+         pfc_enabled_.count({row.netdev, row.priority}) > 0;
+}
+
+std::vector<const TopModel::Row*> TopModel::Visible(size_t* hidden, size_t* left_out) const {
+  std::vector<const Row*> out;
+  *hidden = 0;
+  *left_out = 0;
+  for (const auto& [key, row] : rows_) {
+    if (!Shown(row)) {
+      ++*hidden;
+    } else if (limit_ != 0 && out.size() >= limit_) {
+      ++*left_out;
+    } else {
+      out.push_back(&row);
+    }
+  }
+  return out;
+}
+
 void TopModel::BeginRefresh() {
   for (auto& [key, row] : rows_) {
     for (Cell& c : row.cells) c.current = 0;
@@ -145,6 +177,7 @@ void TopModel::Update(TopColumn column, const v1::SeriesResponse& series, int64_
       if (b.raw() < a.raw() || b.ts_unix_nano() <= a.ts_unix_nano()) continue;
       const double delta = static_cast<double>(b.raw() - a.raw()) * d.scale();
       total += delta;
+      if (b.raw() > a.raw()) row.moved = true;
       double rate = delta / (static_cast<double>(b.ts_unix_nano() - a.ts_unix_nano()) * 1e-9);
       if (column == TopColumn::kPause) rate *= 100;  // percent of the interval
       cell.peak = std::max(cell.peak, rate);
@@ -171,14 +204,17 @@ std::vector<std::string> TopModel::ActiveOn(const Row& row) const {
 std::string TopModel::RenderHuman(int64_t now_ns) const {
   std::string out = absl::StrCat("fabricscope top  ", FormatUnixNano(now_ns),
                                  "   current (peak since start)   q or Ctrl-C quits\n\n");
+  size_t hidden = 0, left_out = 0;
+  const std::vector<const Row*> visible = Visible(&hidden, &left_out);
   const bool partners =
-      std::any_of(rows_.begin(), rows_.end(), [](const auto& r) { return r.second.has_partner; });
+      std::any_of(visible.begin(), visible.end(), [](const Row* r) { return r->has_partner; });
   absl::StrAppend(&out, absl::StrFormat("%-12s %-10s", "PORT", "NETDEV"));
   if (partners) absl::StrAppend(&out, absl::StrFormat(" %-24s", "PARTNER"));
   absl::StrAppend(&out, absl::StrFormat(" %-6s", "PRIO"));
   for (const char* t : kColumnTitles) absl::StrAppend(&out, absl::StrFormat(" %17s", t));
   absl::StrAppend(&out, "  ACTIVE\n");
-  for (const auto& [key, row] : rows_) {
+  for (const Row* r : visible) {
+    const Row& row = *r;
     std::string port = row.device.empty() ? "-" : absl::StrCat(row.device, "/", row.port);
     absl::StrAppend(&out,
                     absl::StrFormat("%-12s %-10s", port, row.netdev.empty() ? "-" : row.netdev));
@@ -197,6 +233,12 @@ std::string TopModel::RenderHuman(int64_t now_ns) const {
     absl::StrAppend(&out, "  ", active.empty() ? "-" : absl::StrJoin(active, ","), "\n");
   }
   if (rows_.empty()) absl::StrAppend(&out, "(no congestion series yet)\n");
+  absl::StrAppend(&out, LeftOutLine(left_out, "rows"));
+  if (hidden > 0) {
+    absl::StrAppend(&out, hidden,
+                    " idle priority rows hidden (PFC off and no counter moved since "
+                    "start; --all-priorities shows them)\n");
+  }
   if (active_.events_size() == 0) {
     absl::StrAppend(&out, "\nno detector active\n");
   } else {
@@ -213,7 +255,9 @@ std::string TopModel::RenderHuman(int64_t now_ns) const {
 std::string TopModel::RenderJson(int64_t now_ns) const {
   std::string out = absl::StrCat("{\"ts_unix_nano\":", now_ns, ",\"rows\":[");
   bool first = true;
-  for (const auto& [key, row] : rows_) {
+  size_t hidden = 0, left_out = 0;
+  for (const Row* r : Visible(&hidden, &left_out)) {
+    const Row& row = *r;
     absl::StrAppend(
         &out, first ? "" : ",", "{\"device\":", JsonString(row.device), ",\"port\":", row.port,
         ",\"netdev\":", JsonString(row.netdev), ",\"priority\":", JsonString(row.priority),
@@ -232,7 +276,8 @@ std::string TopModel::RenderJson(int64_t now_ns) const {
     }
     absl::StrAppend(&out, "}");
   }
-  absl::StrAppend(&out, "],\"active_events\":[");
+  absl::StrAppend(&out, "],\"hidden_idle_rows\":", hidden, ",\"left_out_rows\":", left_out,
+                  ",\"active_events\":[");
   for (int i = 0; i < active_.events_size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", EventJson(active_.events(i)));
   }
@@ -244,11 +289,17 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "top", args,
-      {.values = {"iterations", "interval"},
-       .usage = "usage: fabricscope top [--interval DUR] [--iterations N] [--server HOST:PORT] "
-                "[--output human|json]\n"});
+      {.values = {"iterations", "interval", "limit"},
+       .bools = {"all-priorities"},
+       .usage = "usage: fabricscope top [--interval DUR] [--iterations N] [--all-priorities] "
+                "[--limit N] [--server HOST:PORT] [--output human|json]\n"
+                "  priority rows only where PFC is enabled or a counter moved since start\n"
+                "  (--all-priorities: every row); --limit N: at most N rows (default 40;\n"
+                "  json: no limit; 0: all)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
+  auto limit = run->Limit(kTopDefaultLimit);
+  if (!limit.ok()) return run->Usage(limit.status().message());
   int64_t iterations = -1;
   if (flags.Has("iterations") &&
       (!absl::SimpleAtoi(flags.Get("iterations"), &iterations) || iterations <= 0)) {
@@ -265,6 +316,8 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
   const bool tty_out = isatty(STDOUT_FILENO) && &out == &std::cout;
   auto stub = MakeQueryStub(run->server());
   TopModel model;
+  model.set_all_priorities(flags.Has("all-priorities"));
+  model.set_limit(*limit);
   {
     grpc::ClientContext call;
     call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -289,6 +342,17 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
         if (!s.ok()) return run->CallFailed(s.error_message());
         model.Update(static_cast<TopColumn>(c), resp, window_ns);
       }
+    }
+    {  // where PFC is enabled (the config tier polls it, every 10 s by default)
+      v1::SeriesRequest req;
+      req.set_signal("fabricscope_pfc_enabled");
+      req.set_max_samples_per_series(1);
+      req.mutable_time_range()->set_from_unix_nano(static_cast<uint64_t>(now - 600'000'000'000));
+      req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now));
+      grpc::ClientContext call;
+      call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::SeriesResponse resp;
+      if (grpc::Status s = stub->Series(&call, req, &resp); s.ok()) model.SetPfcEnabled(resp);
     }
     {
       v1::EventsRequest req;

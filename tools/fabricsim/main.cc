@@ -46,7 +46,7 @@ struct Flags {
   int ports = 2;
   int senders = 8;
   int64_t step_ns = 50'000;
-  std::string sysfs_root, ethtool_dir, spans_out, ground_truth, record;
+  std::string sysfs_root, ethtool_dir, dcb_dir, spans_out, ground_truth, record;
   int64_t record_interval_ns = 10'000'000;
   int64_t duration_ns = -1;
   int64_t steps = -1;
@@ -77,6 +77,8 @@ constexpr char kUsage[] =
     "  --step=DUR               model time step (default 50us)\n"
     "  --sysfs-root=DIR         write a live /sys-like tree there (class/infiniband, class/net)\n"
     "  --ethtool-dir=DIR        write one `ethtool -S` file per netdev there\n"
+    "  --dcb-dir=DIR            write one `dcb pfc show` file per netdev there (PFC on the\n"
+    "                           scenario's priority; fabricscoped --dcb-dir)\n"
     "  --spans-out=FILE|-       decode-step spans as JSON lines (- is stdout)\n"
     "  --ground-truth=FILE      the scenario's injected events as JSON (rewritten as they happen)\n"
     "  --record=FILE            a JSON Lines recording (docs/recording.md)\n"
@@ -219,6 +221,8 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       f->sysfs_root = std::string(v);
     } else if (key == "ethtool-dir") {
       f->ethtool_dir = std::string(v);
+    } else if (key == "dcb-dir") {
+      f->dcb_dir = std::string(v);
     } else if (key == "spans-out") {
       f->spans_out = std::string(v);
     } else if (key == "ground-truth") {
@@ -254,8 +258,8 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
     return std::find(f->given.begin(), f->given.end(), k) != f->given.end();
   };
   if (f->hosts > 0) {
-    for (const char* k : {"sysfs-root", "ethtool-dir", "spans-out", "ground-truth", "record",
-                          "record-interval", "ports", "senders", "steps"}) {
+    for (const char* k : {"sysfs-root", "ethtool-dir", "dcb-dir", "spans-out", "ground-truth",
+                          "record", "record-interval", "ports", "senders", "steps"}) {
       if (given(k)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", k, " is a single-host flag; with --hosts use --out (see --help)"));
@@ -402,7 +406,8 @@ int Run(const Flags& f) {
   std::unique_ptr<RecordingWriter> recorder;
   if (record != nullptr) recorder = std::make_unique<RecordingWriter>(record, start_unix_ns);
   TreeWriter tree(f.sysfs_root, f.ethtool_dir);
-  const bool write_tree = !f.sysfs_root.empty() || !f.ethtool_dir.empty();
+  tree.set_dcb_dir(f.dcb_dir);
+  const bool write_tree = !f.sysfs_root.empty() || !f.ethtool_dir.empty() || !f.dcb_dir.empty();
   std::string gt_tmp;
   if (!f.ground_truth.empty()) {
     std::filesystem::path p(f.ground_truth);

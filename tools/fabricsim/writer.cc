@@ -279,6 +279,13 @@ absl::Status TreeWriter::Put(const std::string& tmp_dir, const std::string& path
   return absl::OkStatus();
 }
 
+std::string DcbPfcShowText(int pfc_priority) {
+  std::string out = "pfc-cap 8 macsec-bypass off delay 0\nprio-pfc";
+  for (int p = 0; p < 8; ++p) absl::StrAppend(&out, " ", p, p == pfc_priority ? ":on" : ":off");
+  out += "\n";
+  return out;
+}
+
 TreeSource SourceOf(const Fabric& fabric) {
   TreeSource source;
   source.pfc_priority = fabric.options().pfc_priority;
@@ -346,6 +353,17 @@ absl::Status TreeWriter::WriteStatic(const TreeSource& fabric) {
   }
   if (!ethtool_dir_.empty()) {
     if (auto s = MakeDirs(ethtool_dir_ + "/.fabricsim-tmp"); !s.ok()) return s;
+  }
+  if (!dcb_dir_.empty()) {
+    const std::string tmp = dcb_dir_ + "/.fabricsim-tmp";
+    if (auto s = MakeDirs(tmp); !s.ok()) return s;
+    for (const PortInfo& info : fabric.ports) {
+      if (auto s = Put(tmp, absl::StrCat(dcb_dir_, "/", info.netdev),
+                       DcbPfcShowText(fabric.pfc_priority));
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   static_done_ = true;
   return absl::OkStatus();

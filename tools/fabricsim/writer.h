@@ -35,6 +35,10 @@ std::vector<CounterValue> FecCounters(const PortCounters& c);
 // The `ethtool -S` text of a port: "NIC statistics:" then 5-space indented lines.
 std::string EthtoolText(const PortCounters& c, int pfc_priority);
 
+// The text of iproute2's `dcb pfc show dev <netdev>` for a port with PFC on
+// `pfc_priority` only (what fabricscoped --dcb-dir reads).
+std::string DcbPfcShowText(int pfc_priority);
+
 // The hw_counters names read on the daemon's hot tier (recorded every sample):
 // core/hot_counters.h, the daemon's own default.
 const std::vector<std::string>& HotCounterNames();
@@ -47,6 +51,9 @@ absl::Status WriteFileAtomic(const std::string& tmp_dir, const std::string& path
 // The live tree: `sysfs_root` laid out like /sys for mlx5 RoCE ports
 // (class/infiniband/<dev>/..., class/net/<netdev>/...) and `ethtool_dir` with
 // one `ethtool -S` file per netdev. Either may be empty (not written).
+// set_dcb_dir() adds a directory with one `dcb pfc show` file per netdev
+// (DcbPfcShowText; PFC configuration that dcbnl cannot give for netdevs the
+// kernel does not have), written once.
 //
 // Counter files (hw_counters/*, counters/*) are updated in place (pwrite at
 // offset 0, like a sysfs file's content changes under an open descriptor):
@@ -76,6 +83,9 @@ class TreeWriter {
         ethtool_dir_(std::move(ethtool_dir)),
         host_index_(host_index) {}
   ~TreeWriter();
+  // Where to write the `dcb pfc show` files (empty: not written). Before the
+  // first Write().
+  void set_dcb_dir(std::string dcb_dir) { dcb_dir_ = std::move(dcb_dir); }
   TreeWriter(const TreeWriter&) = delete;
   TreeWriter& operator=(const TreeWriter&) = delete;
   absl::Status Write(const Fabric& fabric) { return Write(SourceOf(fabric)); }
@@ -88,7 +98,7 @@ class TreeWriter {
   absl::Status PutInPlace(const std::string& path, const std::string& content);
   absl::Status WriteStatic(const TreeSource& source);
 
-  std::string sysfs_root_, ethtool_dir_;
+  std::string sysfs_root_, ethtool_dir_, dcb_dir_;
   int host_index_ = 0;
   bool static_done_ = false;
   uint64_t writes_ = 0;

@@ -308,6 +308,26 @@ for where, texts in (("dashboard", exprs), ("rules", rule_exprs)):
             if name not in known_metrics and base not in known_metrics:
                 problem(f"{where}: metric {name} is not in fabricscoped --dump-metrics-reference")
 
+# The container image builds from the same sources and packages as a host
+# build: its build stage copies every directory the top-level CMakeLists.txt
+# reads (add_subdirectory, include(cmake/...)) and installs every library -dev
+# package deploy/bootstrap.sh installs (less the test-only ones).
+with open(os.path.join(DEPLOY, "container", "Containerfile")) as f:
+    containerfile = f.read()
+with open(os.path.join(SRC, "CMakeLists.txt")) as f:
+    top = f.read()
+copied = set(re.findall(r"^COPY (?!--from)(\S+) /src/", containerfile, re.M))
+needed = set(re.findall(r"^add_subdirectory\((\w+)\)", top, re.M)) | \
+    ({"cmake"} if re.search(r"^include\(cmake/", top, re.M) else set())
+for d in sorted(needed - {"tests", "fuzz", "bench"} - copied):
+    problem(f"container/Containerfile: the build stage does not COPY {d}/ (CMakeLists.txt reads it)")
+with open(os.path.join(DEPLOY, "bootstrap.sh")) as f:
+    bootstrap = f.read()
+test_only = {"libgtest-dev", "libgmock-dev", "libbenchmark-dev", "libclang-rt-14-dev"}
+for pkg in sorted(set(re.findall(r"\b((?:lib[a-z0-9.+-]+|zlib1g)-dev)\b", bootstrap)) - test_only):
+    if not re.search(r"(?<![\w.+-])" + re.escape(pkg) + r"(?![\w.+-])", containerfile):
+        problem(f"container/Containerfile: the build stage does not install {pkg} (deploy/bootstrap.sh does)")
+
 for p in problems:
     print(p)
 print(f"checked {len(docs)} YAML files, {sum(len(v) for k, v in k8s.items() if k != 'Kustomization')} "

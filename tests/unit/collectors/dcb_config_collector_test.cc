@@ -11,6 +11,7 @@
 #include "store/port_inventory.h"
 #include "store/store.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
+#include "tools/fabricsim/writer.h"
 
 namespace fabricscope {
 namespace {
@@ -126,6 +127,75 @@ TEST(DcbConfigCollectorTest, ParsesIeeeGetReply) {
   nla_nest_end(msg, ieee);
   EXPECT_TRUE(absl::IsUnimplemented(ParseDcbIeeeGetReply(nlmsg_hdr(msg)).status()));
   nlmsg_free(msg);
+}
+
+TEST(DcbConfigCollectorTest, ParsesDcbPfcShowText) {
+  // iproute2's `dcb pfc show dev eth2` on an mlx5 port with PFC on 3 and 5.
+  absl::StatusOr<uint8_t> en = ParseDcbPfcShowText(
+      "pfc-cap 8 macsec-bypass off delay 7\n"
+      "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:on 6:off 7:off\n");
+  ASSERT_TRUE(en.ok()) << en.status();
+  EXPECT_EQ(*en, 0b00101000);
+  // `dcb -s pfc show` adds statistics lines; the order of entries is free.
+  en = ParseDcbPfcShowText(
+      "prio-pfc 7:on 6:off 5:off 4:off 3:off 2:off 1:off 0:on\n"
+      "requests 0:12 1:0 2:0 3:0 4:0 5:0 6:0 7:0\n"
+      "indications 0:3 1:0 2:0 3:0 4:0 5:0 6:0 7:0");
+  ASSERT_TRUE(en.ok()) << en.status();
+  EXPECT_EQ(*en, 0b10000001);
+  en = ParseDcbPfcShowText("prio-pfc 0:off 1:off 2:off 3:off 4:off 5:off 6:off 7:off");
+  ASSERT_TRUE(en.ok()) << en.status();
+  EXPECT_EQ(*en, 0);
+
+  for (const char* bad : {
+           "",
+           "pfc-cap 8 macsec-bypass off delay 0\n",                          // no prio-pfc line
+           "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off\n",            // 7 missing
+           "prio-pfc 0:off 1:off 2:off 3:on 3:off 4:off 5:off 6:off 7:off",  // 3 twice
+           "prio-pfc 0:off 1:off 2:off 3:yes 4:off 5:off 6:off 7:off",       // not on/off
+           "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 8:off",        // no priority 8
+           "prio-pfc 0 1 2 3 4 5 6 7",                                       // no state
+       }) {
+    absl::StatusOr<uint8_t> r = ParseDcbPfcShowText(bad);
+    EXPECT_TRUE(absl::IsDataLoss(r.status())) << "accepted: \"" << bad << "\" -> " << r.status();
+  }
+}
+
+TEST(DcbConfigCollectorTest, DirSourceReadsWhatTheSimulatorWrites) {
+  // fabricsim --dcb-dir writes DIR/<netdev>; fabricscoped --dcb-dir reads it
+  // for the netdevs of the RDMA ports (here eth2, PFC on priority 3).
+  TempDir dir;
+  WriteFile(dir.path() + "/eth2", fabricsim::DcbPfcShowText(3));
+  Store store;
+  PortInventory ports;
+  ports.Upsert({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "200 Gb/sec", true});
+  ports.Upsert({"mlx5_1", 1, "eth3", "Ethernet", "ACTIVE", "200 Gb/sec", true});
+  TempDir sys;
+  DcbConfigCollector c(&store, &ports, sys.path(), NetdevFilter(), MakeDirDcbSource(dir.path()));
+  RecordingContext ctx(&store);
+  ASSERT_TRUE(c.Discover(ctx).ok());
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  auto pfc = Gauges(store, "fabricscope_pfc_enabled");
+  ASSERT_EQ(pfc.size(), 8u);
+  EXPECT_EQ(pfc["eth2/3"], 1);
+  EXPECT_EQ(pfc["eth2/0"], 0);
+  EXPECT_EQ(pfc["eth2/4"], 0);
+  // eth3 has no file: not found, like a netdev the kernel does not have, once.
+  ASSERT_EQ(ctx.Count(CollectorErrorCode::kNotFound), 1) << ctx.ErrorsText();
+  EXPECT_EQ(ctx.errors.size(), 1u) << ctx.ErrorsText();
+
+  // Re-read every poll: a change shows; garbage counts as a parse error and
+  // leaves the series absent until the file is right again.
+  WriteFile(dir.path() + "/eth2", fabricsim::DcbPfcShowText(5));
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  pfc = Gauges(store, "fabricscope_pfc_enabled");
+  EXPECT_EQ(pfc["eth2/3"], 0);
+  EXPECT_EQ(pfc["eth2/5"], 1);
+  WriteFile(dir.path() + "/eth2", "prio-pfc 0:maybe\n");
+  ASSERT_TRUE(c.Poll(ctx).ok());
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kParse), 1) << ctx.ErrorsText();
+  EXPECT_TRUE(Gauges(store, "fabricscope_pfc_enabled").empty());
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kNotFound), 1);  // eth3 not asked again
 }
 
 TEST(DcbConfigCollectorTest, KernelDcbnlOnLoopbackIsUnsupported) {

@@ -1,10 +1,11 @@
 // The real kernel paths (SIOCETHTOOL GSSET_INFO/GSTRINGS/GSTATS, ethtool
 // generic netlink PAUSE_GET/FEC_GET, dcbnl IEEE_GET) on a veth pair in a
 // network namespace this test creates (unique name, removed afterwards; runs
-// as root). veth has ethtool -S stats (peer_ifindex, per-queue XDP counters)
-// that map to nothing, and no pause, FEC or DCB: the collectors must read the
-// names, export nothing for them, and report "unsupported" exactly once per
-// request -- then a deleted netdev is counted once as not found.
+// as root; SKIPPED with the reason where no namespace can be made, net_env.h).
+// veth has ethtool -S stats (peer_ifindex, per-queue XDP counters) that map to
+// nothing, and no pause, FEC or DCB: the collectors must read the names,
+// export nothing for them, and report "unsupported" exactly once per request
+// -- then a deleted netdev is counted once as not found.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include "store/port_inventory.h"
 #include "store/store.h"
 #include "tests/unit/collectors/ethtool_test_util.h"
+#include "tests/unit/collectors/net_env.h"
 
 namespace fabricscope {
 namespace {
@@ -77,6 +79,7 @@ class VethNamespace {
 };
 
 TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
+  FABRICSCOPE_SKIP_WITHOUT_NETNS();
   VethNamespace ns;
   std::string why;
   ASSERT_TRUE(ns.Setup(&why)) << why;
@@ -122,6 +125,7 @@ TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
 }
 
 TEST(EthtoolVethTest, NetdevIncludeSelectsInterfaces) {
+  FABRICSCOPE_SKIP_WITHOUT_NETNS();
   VethNamespace ns;
   std::string why;
   ASSERT_TRUE(ns.Setup(&why)) << why;

@@ -84,6 +84,27 @@ TEST(MetricsProfileTest, FleetDropsFamiliesSignalsAndLanes) {
   EXPECT_EQ(fs[2].metric[0].label[1].value, "");
 }
 
+// fabricscope_ib_pma_saturated under fleet: only the counters that sit
+// saturated (what FabricCounterSaturated reads); none left, no family.
+TEST(MetricsProfileTest, FleetKeepsOnlySaturatedCounters) {
+  prometheus::ClientMetric sat = Metric({{"device", "mlx5_0"}, {"counter", "port_xmit_wait"}});
+  sat.gauge.value = 1;
+  prometheus::ClientMetric clear = Metric({{"device", "mlx5_0"}, {"counter", "symbol_error"}});
+  clear.gauge.value = 0;
+  std::vector<prometheus::MetricFamily> fs = {Family("fabricscope_ib_pma_saturated", {sat, clear})};
+  ApplyMetricsProfile(MetricsProfile::kFleet, &fs);
+  ASSERT_EQ(fs.size(), 1u);
+  ASSERT_EQ(fs[0].metric.size(), 1u);
+  EXPECT_EQ(fs[0].metric[0].label[1].value, "port_xmit_wait");
+  std::vector<prometheus::MetricFamily> none = {Family("fabricscope_ib_pma_saturated", {clear})};
+  ApplyMetricsProfile(MetricsProfile::kFleet, &none);
+  EXPECT_TRUE(none.empty());
+  std::vector<prometheus::MetricFamily> full = {
+      Family("fabricscope_ib_pma_saturated", {sat, clear})};
+  ApplyMetricsProfile(MetricsProfile::kFull, &full);
+  EXPECT_EQ(full[0].metric.size(), 2u);
+}
+
 // What the exporter registers: the self-metrics registry wrapped in a
 // ProfiledCollectable exports only the kept families under fleet.
 TEST(MetricsProfileTest, ProfiledCollectableFiltersTheRegistry) {

@@ -99,6 +99,35 @@ TEST_F(WorkerTest, CorrelatesDueSpansOnceAndRecordsAggregates) {
   EXPECT_EQ(Values(metrics_, "fabricscope_correlation_duration_seconds")[""], 3);
 }
 
+// The span aggregates follow the blind rule: a stall during which only a
+// saturated PMA port_xmit_wait is odd counts as clean, one during the pause
+// burst as fabric (attributed to the pause, not to the blind counter).
+TEST_F(WorkerTest, ASpanWhoseOnlyOddSeriesIsBlindCountsAsClean) {
+  ports_.Upsert({"mlx5_0", 1, "eth0", "Ethernet", "ACTIVE", "100 Gb/sec", true});
+  SeriesKey k{"counters", "port_xmit_wait", "mlx5_0", 1, ""};
+  const SeriesId xmit = store_.Register(k, *MapCounter(k));
+  for (int64_t ts = t0_; ts <= t0_ + 30 * kSec; ts += 200 * kMs) {
+    store_.Append(xmit, ts, 4294967295u);
+  }
+  SpanStore spans({}, &clock_, nullptr);
+  Correlator correlator(&store_, &ports_, {},
+                        StallPolicy({{"decode_step", absl::Milliseconds(150)}}));
+  SpanAggregates aggregates(&metrics_, 100);
+  CorrelationWorkerOptions o;
+  o.settle_delay = absl::Seconds(2);
+  CorrelationWorker worker(&spans, &correlator, &aggregates, &clock_, &metrics_, o);
+  spans.Add(MakeSpan("decode_step", t0_ + 10 * kSec, t0_ + 10200 * kMs, 1));
+  spans.Add(MakeSpan("decode_step", t0_ + 20 * kSec, t0_ + 20200 * kMs, 2));
+  EXPECT_EQ(worker.RunOnce(), 2u);
+  auto stalls = Values(metrics_, "fabricscope_stalls_total");
+  EXPECT_EQ(stalls["name=decode_step,verdict=clean,"], 1);
+  EXPECT_EQ(stalls["name=decode_step,verdict=fabric,"], 1);
+  EXPECT_EQ(stalls.count("name=decode_step,verdict=unknown,"), 0u);
+  auto signals = Values(metrics_, "fabricscope_stall_signals_total");
+  EXPECT_EQ(signals["name=decode_step,signal=pfc_pause_seconds,"], 1);
+  EXPECT_EQ(signals.count("name=decode_step,signal=ib_port_xmit_wait_ticks,"), 0u);
+}
+
 TEST_F(WorkerTest, QueueIsBoundedAndNothingReadIsDropped) {
   SpanStore spans({}, &clock_, nullptr);
   Correlator correlator(&store_, &ports_, {}, {});

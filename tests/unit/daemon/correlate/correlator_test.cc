@@ -253,8 +253,11 @@ TEST_F(CorrelatorTest, SpanStraddlingACounterResetStaysCleanWithoutBogusDelta) {
 
   CorrelationOptions strict;
   strict.min_coverage = 1.0;
-  EXPECT_EQ(MakeCorrelator(strict).Correlate(MakeSpan(kT + 10 * kSec, kT + 10200 * kMs)).verdict,
-            Verdict::kUnknown);
+  SpanCorrelation strict_r =
+      MakeCorrelator(strict).Correlate(MakeSpan(kT + 10 * kSec, kT + 10200 * kMs));
+  EXPECT_EQ(strict_r.verdict, Verdict::kUnknown);
+  ASSERT_EQ(strict_r.blind.size(), 1u);
+  EXPECT_EQ(strict_r.blind[0].why, "reset");
 }
 
 TEST_F(CorrelatorTest, SpanOlderThanRetentionIsUnknown) {
@@ -271,11 +274,16 @@ TEST_F(CorrelatorTest, SpanOlderThanRetentionIsUnknown) {
   SpanCorrelation old = c.Correlate(MakeSpan(kT + kSec, kT + 2 * kSec));
   EXPECT_EQ(old.verdict, Verdict::kUnknown);
   EXPECT_THAT(old.reason, ::testing::HasSubstr("outside retention"));
+  ASSERT_EQ(old.blind.size(), 1u);
+  EXPECT_EQ(old.blind[0].why, "outside retention");
   // A recent span is still judged.
   SpanCorrelation recent = c.Correlate(MakeSpan(kT + 990 * kSec, kT + 991 * kSec));
   EXPECT_EQ(recent.verdict, Verdict::kClean) << recent.reason;
   // A span in the future (not polled yet) is unknown too.
-  EXPECT_EQ(c.Correlate(MakeSpan(kT + 5000 * kSec, kT + 5001 * kSec)).verdict, Verdict::kUnknown);
+  SpanCorrelation future = c.Correlate(MakeSpan(kT + 5000 * kSec, kT + 5001 * kSec));
+  EXPECT_EQ(future.verdict, Verdict::kUnknown);
+  ASSERT_EQ(future.blind.size(), 1u);
+  EXPECT_EQ(future.blind[0].why, "not polled");
 }
 
 TEST_F(CorrelatorTest, NoSeriesInScopeIsUnknown) {
@@ -585,6 +593,248 @@ TEST_F(CorrelatorTest, GpuHintScopesTheVerdictToTheNearestNic) {
   r = c.Correlate(MakeSpan(bf, bt));
   EXPECT_EQ(r.verdict, Verdict::kFabric);
   EXPECT_EQ(r.scope, "every port");
+}
+
+// ---------------------------------------------------------------------------
+// Blind series (correlator.h "Blind series").
+
+constexpr uint64_t kSat32 = 4294967295u;
+
+SeriesKey XmitWaitKey(const std::string& device) {
+  return {"counters", "port_xmit_wait", device, 1, ""};
+}
+SeriesKey CnpKey(const std::string& device) {
+  return {"hw_counters", "np_cnp_sent", device, 1, ""};
+}
+
+// A 64-bit source of the same signal as counters/port_xmit_wait (the IB
+// PortCountersExtended form; no collector reads it yet, the correlator must
+// prefer it all the same).
+Signal XmitWait64Signal() {
+  Signal s = SignalFor(XmitWaitKey("mlx5_0"));
+  s.semantics = CounterSemantics{CounterKind::kCounter64, 64};
+  return s;
+}
+
+TEST(WindowStatsTest, UncoveredPartsSayWhy) {
+  const CounterSemantics sat{CounterKind::kSaturating, 32};
+  // Saturated throughout.
+  std::vector<Sample> s;
+  for (int64_t ts = kT; ts <= kT + 3 * kSec; ts += 100 * kMs) s.push_back({ts, kSat32});
+  WindowStats w = ComputeWindowStats(sat, 1.0, s, kT + kSec, kT + 2 * kSec, kSec, 3 * kSec);
+  EXPECT_DOUBLE_EQ(w.coverage, 0.0);
+  EXPECT_EQ(w.saturated_ns, kSec);
+  EXPECT_EQ(w.reset_ns + w.gap_ns + w.before_first_ns + w.after_last_ns, 0);
+  // A reset in the interval [1.0 s, 1.1 s] of a 64-bit counter.
+  s.clear();
+  for (int64_t ts = kT; ts <= kT + 3 * kSec; ts += 100 * kMs) {
+    s.push_back({ts, static_cast<uint64_t>(ts >= kT + 1100 * kMs ? (ts - kT) / kMs : 1000000)});
+  }
+  w = ComputeWindowStats({}, 1.0, s, kT + kSec, kT + 1200 * kMs, kSec, 3 * kSec);
+  EXPECT_EQ(w.reset_ns, 100 * kMs);
+  EXPECT_NEAR(w.coverage, 0.5, 1e-9);
+  // A gap, data ending inside the window, data starting inside it.
+  s = {{kT, 0}, {kT + 10 * kSec, 100}};
+  w = ComputeWindowStats({}, 1.0, s, kT + kSec, kT + 2 * kSec, kSec, 3 * kSec);
+  EXPECT_EQ(w.gap_ns, kSec);
+  w = ComputeWindowStats({}, 1.0, s, kT + 9 * kSec, kT + 11 * kSec, kSec, 20 * kSec);
+  EXPECT_EQ(w.after_last_ns, kSec);
+  EXPECT_NEAR(w.coverage, 0.5, 1e-9);
+  w = ComputeWindowStats({}, 1.0, s, kT - kSec, kT + kSec, kSec, 20 * kSec);
+  EXPECT_EQ(w.before_first_ns, kSec);
+  w = ComputeWindowStats({}, 1.0, {}, kT, kT + kSec, kSec, 3 * kSec);
+  EXPECT_EQ(w.before_first_ns, kSec);
+}
+
+TEST(SignalClassTest, BlindGroups) {
+  EXPECT_EQ(BlindGroupName(SignalClass::kXmitWait), "pause");
+  EXPECT_EQ(BlindGroupName(SignalClass::kPause), "pause");
+  EXPECT_EQ(BlindGroupName(SignalClass::kPauseFrames), "pause");
+  EXPECT_EQ(BlindGroupName(SignalClass::kCnp), "ecn");
+  EXPECT_EQ(BlindGroupName(SignalClass::kDrops), "drops");
+  EXPECT_EQ(BlindGroupName(SignalClass::kFec), "port_errors");
+  EXPECT_EQ(BlindGroupName(SignalClass::kContext), "");
+}
+
+// A RoCE port as real hosts have it: PFC pause time on eth0, ECN on mlx5_0,
+// and the 32-bit PMA port_xmit_wait that sits saturated.
+class BlindTest : public CorrelatorTest {
+ protected:
+  void SetUpPort(int64_t burst_from = 0, int64_t burst_to = 0) {
+    pause_ = Add(PauseKey("eth0", 3));
+    ecn_ = Add(EcnKey("mlx5_0"));
+    xmit_ = Add(XmitWaitKey("mlx5_0"));
+    Fill(pause_, kT, kT + 30 * kSec, 100 * kMs,
+         [&](int64_t ts) { return burst_to > burst_from ? PauseUs(ts, burst_from, burst_to) : 0; });
+    Fill(ecn_, kT, kT + 30 * kSec, 10 * kMs, [](int64_t) { return 5; });
+    Fill(xmit_, kT, kT + 30 * kSec, 200 * kMs, [](int64_t) { return kSat32; });
+  }
+  SeriesId pause_ = kInvalidSeries, ecn_ = kInvalidSeries, xmit_ = kInvalidSeries;
+};
+
+TEST_F(BlindTest, OnlyASaturatedXmitWaitIsOddCleanWithTheCaveat) {
+  SetUpPort();
+  Span span = MakeSpan(kT + 20 * kSec, kT + 20 * kSec + 300 * kMs);
+  span.rdma_device = "mlx5_0";
+  span.rdma_port = 1;
+  SpanCorrelation r = MakeCorrelator().Correlate(span);
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  ASSERT_EQ(r.blind.size(), 1u);
+  EXPECT_EQ(r.blind[0].signal, "ib_port_xmit_wait_ticks");
+  EXPECT_EQ(r.blind[0].raw_name, "port_xmit_wait");
+  EXPECT_EQ(r.blind[0].device, "mlx5_0");
+  EXPECT_EQ(r.blind[0].port, 1u);
+  EXPECT_EQ(r.blind[0].why, "saturated");
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("mlx5_0/1 port_xmit_wait saturated: blind"));
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("2 congestion series covered"));
+  EXPECT_EQ(r.congestion_series, 3u);
+  EXPECT_EQ(r.covered_series, 2u);
+  // The series list says it too.
+  bool listed = false;
+  for (const SeriesCorrelation& s : r.series) {
+    if (s.raw_name == "port_xmit_wait") {
+      listed = true;
+      EXPECT_EQ(s.blind, "saturated");
+      EXPECT_FALSE(s.anomalous);
+    } else {
+      EXPECT_EQ(s.blind, "");
+    }
+  }
+  EXPECT_TRUE(listed);
+  // Without hints (every port) the same.
+  EXPECT_EQ(MakeCorrelator().Correlate(MakeSpan(kT + 20 * kSec, kT + 21 * kSec)).verdict,
+            Verdict::kClean);
+}
+
+TEST_F(BlindTest, TheSameSaturatedCounterDuringAPfcStormIsFabric) {
+  const int64_t bf = kT + 20 * kSec, bt = kT + 20 * kSec + 200 * kMs;
+  SetUpPort(bf, bt);
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(bf, bt));
+  EXPECT_EQ(r.verdict, Verdict::kFabric) << r.reason;
+  ASSERT_EQ(r.Anomalous().size(), 1u);
+  EXPECT_EQ(r.Anomalous()[0].signal, "pfc_pause_seconds");
+  EXPECT_EQ(r.Anomalous()[0].netdev, "eth0");
+  ASSERT_EQ(r.blind.size(), 1u);  // still named as a caveat
+  EXPECT_EQ(r.blind[0].why, "saturated");
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("port_xmit_wait saturated: blind"));
+}
+
+TEST_F(BlindTest, AWholeBlindPauseClassIsUnknownNamingWhy) {
+  // eth0's pause file became unreadable for [15 s, 25 s] (no samples: a gap)
+  // while port_xmit_wait sits saturated: nothing tells whether the port was
+  // paused. ECN is still sighted.
+  pause_ = Add(PauseKey("eth0", 3));
+  ecn_ = Add(EcnKey("mlx5_0"));
+  xmit_ = Add(XmitWaitKey("mlx5_0"));
+  Fill(pause_, kT, kT + 15 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  Fill(pause_, kT + 25 * kSec, kT + 30 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  Fill(ecn_, kT, kT + 30 * kSec, 10 * kMs, [](int64_t) { return 5; });
+  Fill(xmit_, kT, kT + 30 * kSec, 200 * kMs, [](int64_t) { return kSat32; });
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 20 * kSec, kT + 21 * kSec));
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << r.reason;
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("pause class of mlx5_0/1 is blind"));
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("mlx5_0/1 port_xmit_wait saturated"));
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("eth0 rx_prio3_pause_duration gap"));
+  ASSERT_EQ(r.blind.size(), 2u);
+  // Once the pause file reads again the port is clean, with the caveat.
+  r = MakeCorrelator().Correlate(MakeSpan(kT + 27 * kSec, kT + 28 * kSec));
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  ASSERT_EQ(r.blind.size(), 1u);
+}
+
+TEST_F(BlindTest, A64BitSourceOfTheSameSignalIsJudgedOverTheSaturatedOne) {
+  // An IB port: port_xmit_wait is its only backpressure signal. Alone and
+  // saturated, the port's pause class is blind.
+  ecn_ = Add(EcnKey("mlx5_0"));
+  xmit_ = Add(XmitWaitKey("mlx5_0"));
+  Fill(ecn_, kT, kT + 30 * kSec, 10 * kMs, [](int64_t) { return 5; });
+  Fill(xmit_, kT, kT + 30 * kSec, 200 * kMs, [](int64_t) { return kSat32; });
+  const Span quiet = MakeSpan(kT + 10 * kSec, kT + 11 * kSec);
+  SpanCorrelation r = MakeCorrelator().Correlate(quiet);
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << r.reason;
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("pause class of mlx5_0/1 is blind"));
+
+  // The same ticks from a 64-bit source: 1e5/s, 2e6/s during [20 s, 20.5 s].
+  const SeriesKey wide{"counters_ext", "port_xmit_wait_64", "mlx5_0", 1, ""};
+  const SeriesId w = store_.Register(wide, XmitWait64Signal());
+  uint64_t v = 1ull << 40;  // far beyond 32 bits
+  for (int64_t ts = kT; ts <= kT + 40 * kSec; ts += 100 * kMs) {
+    store_.Append(w, ts, v);
+    v += ts >= kT + 20 * kSec && ts < kT + 20500 * kMs ? 200000 : 10000;
+  }
+  r = MakeCorrelator().Correlate(quiet);
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  EXPECT_TRUE(r.blind.empty()) << "the saturated one is superseded, not a caveat";
+  EXPECT_EQ(r.congestion_series, 2u);
+  const SeriesCorrelation* sat = nullptr;
+  for (const SeriesCorrelation& s : r.series) {
+    if (s.raw_name == "port_xmit_wait") sat = &s;
+  }
+  ASSERT_NE(sat, nullptr);
+  EXPECT_EQ(sat->superseded_by, "counters_ext/port_xmit_wait_64");
+  EXPECT_EQ(sat->blind, "saturated");                     // shown with the series, not judged
+  EXPECT_EQ(r.series.back().raw_name, "port_xmit_wait");  // ranked after the judged ones
+
+  r = MakeCorrelator().Correlate(MakeSpan(kT + 20 * kSec, kT + 20500 * kMs));
+  EXPECT_EQ(r.verdict, Verdict::kFabric) << r.reason;
+  ASSERT_EQ(r.Anomalous().size(), 1u);
+  EXPECT_EQ(r.Anomalous()[0].raw_name, "port_xmit_wait_64");
+  EXPECT_NEAR(r.Anomalous()[0].stats.rate, 2e6, 1e4);
+
+  // Both sighted (the PMA counter cleared and counting again): the 64-bit
+  // one is judged all the same.
+  store_.Append(xmit_, kT + 30 * kSec + 100 * kMs, 0);
+  for (int64_t ts = kT + 30200 * kMs; ts <= kT + 40 * kSec; ts += 100 * kMs) {
+    store_.Append(xmit_, ts, static_cast<uint64_t>((ts - kT - 30 * kSec) / kMs));
+  }
+  Fill(ecn_, kT + 30 * kSec + 10 * kMs, kT + 40 * kSec, 10 * kMs, [](int64_t) { return 5; });
+  r = MakeCorrelator().Correlate(MakeSpan(kT + 31 * kSec, kT + 32 * kSec));
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  EXPECT_EQ(r.congestion_series, 2u);
+  for (const SeriesCorrelation& s : r.series) {
+    if (s.raw_name == "port_xmit_wait") {
+      EXPECT_EQ(s.blind, "");
+      EXPECT_EQ(s.superseded_by, "counters_ext/port_xmit_wait_64");
+    }
+  }
+}
+
+TEST_F(BlindTest, AResetInsideTheWindowIsBlindReset) {
+  // np_cnp_sent counts on; np_ecn_marked resets (driver reload) inside the
+  // 100 ms poll interval that holds the whole span.
+  SeriesId cnp = Add(CnpKey("mlx5_0"));
+  ecn_ = Add(EcnKey("mlx5_0"));
+  Fill(cnp, kT, kT + 30 * kSec, 100 * kMs, [](int64_t ts) { return (ts - kT) / kMs; });
+  Fill(ecn_, kT, kT + 30 * kSec, 100 * kMs,
+       [](int64_t ts) { return ts < kT + 20100 * kMs ? 1000000 + (ts - kT) / kMs : 7; });
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 20020 * kMs, kT + 20080 * kMs));
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;
+  ASSERT_EQ(r.blind.size(), 1u);
+  EXPECT_EQ(r.blind[0].signal, "ecn_marked_packets");
+  EXPECT_EQ(r.blind[0].why, "reset");
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("np_ecn_marked_roce_packets reset: blind"));
+}
+
+TEST_F(BlindTest, NotPolledVanishedAndRetention) {
+  SeriesId e = Add(EcnKey("mlx5_0"));
+  SeriesId c = Add(CnpKey("mlx5_0"));
+  Fill(e, kT, kT + 10 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  Fill(c, kT, kT + 20 * kSec, 100 * kMs, [](int64_t) { return 0; });
+  // A span past the ECN series' last sample: not polled (yet).
+  SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(kT + 10050 * kMs, kT + 10150 * kMs));
+  ASSERT_EQ(r.blind.size(), 1u);
+  EXPECT_EQ(r.blind[0].why, "not polled");
+  EXPECT_EQ(r.verdict, Verdict::kClean) << r.reason;  // CNP covers the ECN group
+  // The series is gone (its device vanished).
+  store_.SetPresent(e, false);
+  r = MakeCorrelator().Correlate(MakeSpan(kT + 10050 * kMs, kT + 10150 * kMs));
+  ASSERT_EQ(r.blind.size(), 1u);
+  EXPECT_EQ(r.blind[0].why, "vanished");
+  // Nothing sighted at all: a span after both series' data.
+  store_.SetPresent(e, true);
+  r = MakeCorrelator().Correlate(MakeSpan(kT + 50 * kSec, kT + 51 * kSec));
+  EXPECT_EQ(r.verdict, Verdict::kUnknown);
+  EXPECT_THAT(r.reason, ::testing::HasSubstr("none of the 2 congestion series covers the window"));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -369,6 +371,181 @@ TEST_F(QueryEngineTest, ConcurrentQueriesWhileTheStoresGrow) {
   auto spans = engine_.Correlate(q);
   ASSERT_TRUE(spans.ok());
   EXPECT_EQ(spans->size(), 3u + 200u);
+}
+
+// A correlated span with `verdict`, `stall` and (fabric) a top-ranked
+// anomalous series of `signal` rx priority `prio`.
+CorrelatedSpan Judged(uint8_t id, Verdict verdict, bool stall, const std::string& signal = "",
+                      const std::string& prio = "") {
+  CorrelatedSpan c;
+  c.span = std::make_shared<const Span>(
+      MakeSpan(1, id, "decode_step", kT + id * kSec, kT + id * kSec + 30 * kMs));
+  c.correlation.verdict = verdict;
+  c.correlation.stall = stall;
+  if (!signal.empty()) {
+    SeriesCorrelation s;
+    s.signal = signal;
+    s.direction = "rx";
+    s.priority = prio;
+    s.anomalous = true;
+    c.correlation.series.push_back(s);
+  }
+  return c;
+}
+
+// 10 spans: 6 clean (one stalled), 3 fabric (two stalled; two blamed on
+// pause prio 3, one on ecn), 1 unknown (stalled).
+std::vector<CorrelatedSpan> Ten() {
+  std::vector<CorrelatedSpan> v;
+  for (uint8_t i = 1; i <= 5; ++i) v.push_back(Judged(i, Verdict::kClean, false));
+  v.push_back(Judged(6, Verdict::kFabric, true, "pfc_pause_seconds", "3"));
+  v.push_back(Judged(7, Verdict::kClean, true));
+  v.push_back(Judged(8, Verdict::kFabric, false, "ecn_marked_packets", "3"));
+  v.push_back(Judged(9, Verdict::kUnknown, true));
+  v.push_back(Judged(10, Verdict::kFabric, true, "pfc_pause_seconds", "3"));
+  return v;
+}
+
+std::vector<int> Ids(const std::vector<CorrelatedSpan>& v) {
+  std::vector<int> out;
+  for (const CorrelatedSpan& c : v) out.push_back(c.span->span_id[7]);
+  return out;
+}
+
+TEST(SelectSpansTest, SummaryCountsEverySpanWhateverTheSelection) {
+  SpanSelection none;
+  none.all = false;  // nothing selected: the summary alone
+  std::vector<CorrelatedSpan> v = Ten();
+  const CorrelateSummary s = SelectSpans(none, 0, &v);
+  EXPECT_TRUE(v.empty());
+  EXPECT_EQ(s.spans, 10u);
+  EXPECT_EQ(s.by_verdict[static_cast<int>(Verdict::kClean)], 6u);
+  EXPECT_EQ(s.by_verdict[static_cast<int>(Verdict::kFabric)], 3u);
+  EXPECT_EQ(s.by_verdict[static_cast<int>(Verdict::kUnknown)], 1u);
+  EXPECT_EQ(s.stalls, 4u);
+  EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kFabric)], 2u);
+  EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kClean)], 1u);
+  EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kUnknown)], 1u);
+  ASSERT_EQ(s.blamed.size(), 2u);
+  EXPECT_EQ(s.blamed[0].signal, "pfc_pause_seconds");  // most spans first
+  EXPECT_EQ(s.blamed[0].priority, "3");
+  EXPECT_EQ(s.blamed[0].direction, "rx");
+  EXPECT_EQ(s.blamed[0].spans, 2u);
+  EXPECT_EQ(s.blamed[1].signal, "ecn_marked_packets");
+  EXPECT_EQ(s.blamed[1].spans, 1u);
+  EXPECT_EQ(s.not_selected, 10u);
+  EXPECT_EQ(s.over_limit, 0u);
+}
+
+TEST(SelectSpansTest, EachSelectorKeepsItsSpansInOrder) {
+  auto select = [](SpanSelection sel, uint32_t max_listed, CorrelateSummary* s) {
+    std::vector<CorrelatedSpan> v = Ten();
+    *s = SelectSpans(sel, max_listed, &v);
+    return Ids(v);
+  };
+  CorrelateSummary s;
+  EXPECT_EQ(select(SpanSelection{}, 0, &s), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(s.not_selected, 0u);
+  SpanSelection stalls_and_fabric{.all = false, .stalls = true, .fabric = true};
+  EXPECT_EQ(select(stalls_and_fabric, 0, &s), (std::vector<int>{6, 7, 8, 9, 10}));
+  EXPECT_EQ(s.not_selected, 5u);
+  EXPECT_EQ(select({.all = false, .stalls = true}, 0, &s), (std::vector<int>{6, 7, 9, 10}));
+  EXPECT_EQ(select({.all = false, .fabric = true}, 0, &s), (std::vector<int>{6, 8, 10}));
+  EXPECT_EQ(select({.all = false, .clean = true}, 0, &s), (std::vector<int>{1, 2, 3, 4, 5, 7}));
+  EXPECT_EQ(select({.all = false, .unknown = true}, 0, &s), (std::vector<int>{9}));
+  EXPECT_EQ(select({.all = false, .clean = true, .unknown = true}, 0, &s),
+            (std::vector<int>{1, 2, 3, 4, 5, 7, 9}));
+  // The listing limit keeps the latest stalls first, then the latest other
+  // spans, and counts the rest; the summary still counts every span.
+  EXPECT_EQ(select(stalls_and_fabric, 2, &s), (std::vector<int>{9, 10}));
+  EXPECT_EQ(s.over_limit, 3u);
+  EXPECT_EQ(select(stalls_and_fabric, 4, &s), (std::vector<int>{6, 7, 9, 10}));  // not 8
+  EXPECT_EQ(s.over_limit, 1u);
+  EXPECT_EQ(select(SpanSelection{}, 6, &s), (std::vector<int>{5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(select({.all = false, .clean = true}, 2, &s), (std::vector<int>{5, 7}));
+  EXPECT_EQ(s.not_selected, 4u);
+  EXPECT_EQ(s.over_limit, 4u);
+  EXPECT_EQ(s.spans, 10u);
+  EXPECT_EQ(select(SpanSelection{}, 100, &s).size(), 10u);
+  EXPECT_EQ(s.over_limit, 0u);
+}
+
+TEST(SelectSpansTest, BlamedSignalsAreBounded) {
+  std::vector<CorrelatedSpan> v;
+  for (uint8_t i = 1; i <= 8; ++i) {
+    v.push_back(Judged(i, Verdict::kFabric, false, "pfc_pause_seconds", std::to_string(i % 8)));
+  }
+  const CorrelateSummary s = SelectSpans(SpanSelection{}, 0, &v);
+  EXPECT_EQ(s.blamed.size(), CorrelateSummary::kMaxBlamed);
+}
+
+TEST_F(QueryEngineTest, CorrelateAppliesTheSelectionAndReportsTheSummary) {
+  CorrelateQuery q;
+  q.selector = CorrelateQuery::Selector::kTimeRange;
+  q.time_range = {kT, kT + 60 * kSec};
+  q.selection = {.all = false, .clean = true};
+  CorrelateSummary summary;
+  auto got = engine_.Correlate(q, &summary);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].span->span_id[7], 2);
+  EXPECT_EQ(summary.spans, 3u);
+  EXPECT_EQ(summary.by_verdict[static_cast<int>(Verdict::kFabric)], 2u);
+  EXPECT_EQ(summary.not_selected, 2u);
+  ASSERT_FALSE(summary.blamed.empty());
+  EXPECT_EQ(summary.blamed[0].signal, "pfc_pause_seconds");
+  EXPECT_EQ(summary.blamed[0].spans, 2u);
+
+  q.selection = {.all = false, .fabric = true};
+  q.max_listed = 1;
+  got = engine_.Correlate(q, &summary);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(summary.over_limit, 1u);
+}
+
+TEST_F(QueryEngineTest, SeriesAndEventsSayHowManyTheLimitLeftOut) {
+  SeriesQuery q;
+  q.signal = "rx_prio3_pause_duration";
+  q.time_range = {kT, kT + 30 * kSec};
+  q.max_series = 1;
+  size_t left_out = 99;
+  auto got = engine_.Series(q, &left_out);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 1u);
+  EXPECT_EQ(left_out, 1u);
+  q.max_series = 0;
+  got = engine_.Series(q, &left_out);
+  EXPECT_EQ(left_out, 0u);
+
+  EventsQuery e;
+  e.time_range = {kT, kT + 60 * kSec};
+  auto events = engine_.Events(e, &left_out);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(left_out, 0u);
+  e.limit = 1;
+  events = engine_.Events(e, &left_out);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 1u);
+  EXPECT_EQ(left_out, 0u);
+  // Two more, later: the limit keeps the latest and counts the earlier ones.
+  for (int i = 0; i < 2; ++i) {
+    DetectorEvent later;
+    later.detector = "microburst";
+    later.kind = "burst";
+    later.netdev = "eth1";
+    later.start_unix_nano = kT + (40 + i) * kSec;
+    later.end_unix_nano = later.start_unix_nano + kSec;
+    events_.Open(later);
+  }
+  e.limit = 2;
+  events = engine_.Events(e, &left_out);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(left_out, 1u);
+  EXPECT_EQ((*events)[0].detector, "microburst");
+  EXPECT_EQ((*events)[1].start_unix_nano, kT + 41 * kSec);
 }
 
 }  // namespace

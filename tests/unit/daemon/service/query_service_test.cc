@@ -65,6 +65,129 @@ TEST_F(QueryServiceTest, CorrelateByTraceIdSpanIdAndTimeRange) {
   for (const auto& s : resp.spans()) EXPECT_EQ(s.name(), "decode_step");
 }
 
+// A saturated PMA port_xmit_wait on mlx5_1/1 is carried as blind (a caveat
+// of the clean span, whatever the include_all_series choice) and in the
+// series list with its why.
+TEST_F(QueryServiceTest, CorrelateCarriesTheBlindSeries) {
+  SeriesKey k{"counters", "port_xmit_wait", "mlx5_1", 1, ""};
+  const SeriesId xmit = store_.Register(k, *MapCounter(k));
+  for (int64_t ts = kT; ts <= kT + 30 * kSec; ts += 200 * kMs) store_.Append(xmit, ts, 4294967295u);
+  v1::CorrelateRequest req;
+  v1::CorrelateResponse resp;
+  req.set_span_id(Bytes(8, 2));
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans_size(), 1);
+  const v1::SpanVerdict& v = resp.spans(0);
+  EXPECT_EQ(v.verdict(), v1::VERDICT_CLEAN) << v.reason();
+  EXPECT_EQ(v.signals_size(), 0);
+  ASSERT_EQ(v.blind_size(), 1);
+  EXPECT_EQ(v.blind(0).signal(), "ib_port_xmit_wait_ticks");
+  EXPECT_EQ(v.blind(0).device(), "mlx5_1");
+  EXPECT_EQ(v.blind(0).port(), 1u);
+  EXPECT_EQ(v.blind(0).why(), "saturated");
+  EXPECT_EQ(v.blind(0).source(), "counters");
+  EXPECT_EQ(v.blind(0).raw_name(), "port_xmit_wait");
+
+  req.set_include_all_series(true);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans(0).signals_size(), 3);
+  int blind = 0;
+  for (const v1::SignalCorrelation& s : resp.spans(0).signals()) {
+    if (s.blind().empty()) continue;
+    ++blind;
+    EXPECT_EQ(s.raw_name(), "port_xmit_wait");
+    EXPECT_EQ(s.blind(), "saturated");
+    EXPECT_EQ(s.superseded_by(), "");
+  }
+  EXPECT_EQ(blind, 1);
+}
+
+TEST_F(QueryServiceTest, CorrelateSelectsAndSummarizes) {
+  v1::CorrelateRequest req;
+  req.mutable_time_range()->set_from_unix_nano(kT);
+  req.mutable_time_range()->set_to_unix_nano(kT + 60 * kSec);
+  v1::CorrelateResponse resp;
+  // No selection: every span, with the summary of all three.
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  EXPECT_EQ(resp.spans_size(), 3);
+  const v1::CorrelateSummary& s = resp.summary();
+  EXPECT_EQ(s.spans(), 3u);
+  EXPECT_EQ(s.fabric(), 2u);
+  EXPECT_EQ(s.clean(), 1u);
+  EXPECT_EQ(s.unknown(), 0u);
+  EXPECT_EQ(s.stalls(), 1u);  // the 200 ms decode step (threshold 100 ms)
+  EXPECT_EQ(s.stalls_fabric(), 1u);
+  ASSERT_EQ(s.blamed_size(), 1);
+  EXPECT_EQ(s.blamed(0).signal(), "pfc_pause_seconds");
+  EXPECT_EQ(s.blamed(0).direction(), "rx");
+  EXPECT_EQ(s.blamed(0).priority(), "3");
+  EXPECT_EQ(s.blamed(0).spans(), 2u);
+  EXPECT_EQ(s.not_selected(), 0u);
+
+  // Clean only; then stalls only; then fabric with a listing limit of 1.
+  req.mutable_selection()->add_verdicts(v1::VERDICT_CLEAN);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans_size(), 1);
+  EXPECT_EQ(resp.spans(0).verdict(), v1::VERDICT_CLEAN);
+  EXPECT_EQ(resp.summary().spans(), 3u);
+  EXPECT_EQ(resp.summary().not_selected(), 2u);
+
+  req.mutable_selection()->Clear();
+  req.mutable_selection()->set_stalls(true);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans_size(), 1);
+  EXPECT_TRUE(resp.spans(0).stall());
+
+  req.mutable_selection()->Clear();
+  req.mutable_selection()->add_verdicts(v1::VERDICT_FABRIC);
+  req.set_max_listed(1);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  ASSERT_EQ(resp.spans_size(), 1);
+  EXPECT_TRUE(resp.spans(0).stall());  // the stall is kept first
+  EXPECT_EQ(resp.summary().over_limit(), 1u);
+
+  // An empty selection: the summary alone.
+  req.mutable_selection()->Clear();
+  req.set_max_listed(0);
+  resp.Clear();
+  ASSERT_TRUE(service_.Correlate(nullptr, &req, &resp).ok());
+  EXPECT_EQ(resp.spans_size(), 0);
+  EXPECT_EQ(resp.summary().not_selected(), 3u);
+}
+
+TEST_F(QueryServiceTest, EventsAndSeriesSayWhatTheLimitLeftOut) {
+  DetectorEvent later;
+  later.detector = "microburst";
+  later.kind = "burst";
+  later.netdev = "eth1";
+  later.start_unix_nano = kT + 40 * kSec;
+  later.end_unix_nano = kT + 41 * kSec;
+  events_.Open(later);
+  v1::EventsRequest ev;
+  ev.mutable_time_range()->set_from_unix_nano(kT);
+  ev.mutable_time_range()->set_to_unix_nano(kT + 60 * kSec);
+  ev.set_limit(1);
+  v1::EventsResponse events;
+  ASSERT_TRUE(service_.Events(nullptr, &ev, &events).ok());
+  ASSERT_EQ(events.events_size(), 1);
+  EXPECT_EQ(events.events(0).detector(), "microburst");  // the latest
+  EXPECT_EQ(events.left_out(), 1u);
+
+  v1::SeriesRequest sr;
+  sr.set_signal("pfc_pause_seconds");
+  sr.mutable_time_range()->set_from_unix_nano(kT);
+  sr.mutable_time_range()->set_to_unix_nano(kT + 30 * kSec);
+  sr.set_max_series(1);
+  v1::SeriesResponse series;
+  ASSERT_TRUE(service_.Series(nullptr, &sr, &series).ok());
+  EXPECT_EQ(series.series_size(), 1);
+  EXPECT_EQ(series.series_left_out(), 1u);
+}
+
 TEST_F(QueryServiceTest, CorrelateRejectsBadSelectors) {
   v1::CorrelateResponse resp;
   v1::CorrelateRequest none;

@@ -142,6 +142,7 @@ TEST(PartnerRenderTest, TopRowsCarryTheirPortsPartner) {
   b->set_port(1);
   b->set_netdev("eth3");
   model.SetPorts(ports);
+  model.set_all_priorities(true);  // the rows are idle (no samples)
   v1::SeriesResponse series;
   for (const char* netdev : {"eth2", "eth3"}) {
     v1::SeriesData* d = series.add_series();

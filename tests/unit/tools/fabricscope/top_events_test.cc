@@ -50,6 +50,7 @@ TEST(TopRenderTest, ActiveEventsShowOnTheirPortAndPriority) {
   p->set_port(1);
   p->set_netdev("eth2");
   model.SetPorts(ports);
+  model.set_all_priorities(true);  // the rows are idle (no samples)
   v1::SeriesResponse series;
   for (const char* prio : {"3", "4"}) {
     v1::SeriesData* d = series.add_series();

@@ -315,6 +315,28 @@ TEST(FabricsimOutput, LiveTreeFilesParse) {
   std::filesystem::remove_all(dir);
 }
 
+// --dcb-dir: one `dcb pfc show` file per netdev, PFC on the scenario's
+// priority only (collectors/dcb_config_collector_test.cc parses it).
+TEST(FabricsimOutput, DcbDirHasOneFilePerNetdev) {
+  Sim sim("mixed", 1);
+  std::string dir = ::testing::TempDir() + "/fabricsim_dcb_" + std::to_string(getpid());
+  TreeWriter tree("", "");
+  tree.set_dcb_dir(dir + "/dcb");
+  sim.fabric.AdvanceTo(10 * kMs);
+  ASSERT_TRUE(tree.Write(sim.fabric).ok());
+  const int prio = sim.fabric.options().pfc_priority;
+  for (const char* netdev : {"eth2", "eth3"}) {
+    std::ifstream in(dir + "/dcb/" + netdev);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(text.str(), DcbPfcShowText(prio)) << netdev;
+  }
+  EXPECT_EQ(DcbPfcShowText(3),
+            "pfc-cap 8 macsec-bypass off delay 0\n"
+            "prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off\n");
+  std::filesystem::remove_all(dir);
+}
+
 // fabricscoped keeps counter files open and preads them: updates must land in
 // the same inode, not in a renamed replacement.
 TEST(FabricsimOutput, CounterFilesUpdateInPlaceForOpenReaders) {
