@@ -669,6 +669,27 @@ TEST(EventLogMergeTest, OnlyConsequencesJoinTheTailOfAnEpisode) {
   EXPECT_EQ(log.List(0, INT64_MAX, "retransmit_spike").size(), 1u);
 }
 
+TEST(EventLogMergeTest, TheObserverHearsOfEpisodesOnly) {
+  struct Recorder : EventObserver {
+    std::vector<std::string> heard;
+    void OnEventOpened(const DetectorEvent& e) override { heard.push_back("open " + e.detector); }
+    void OnEventClosed(const DetectorEvent& e) override {
+      heard.push_back("close " + e.detector);
+    }
+  } rec;
+  EventLog log(100, nullptr);
+  log.SetObserver(&rec);
+  constexpr int64_t kS = 1'000'000'000;
+  const uint64_t burst = log.Open(PortEv("microburst", "burst", 0, "pfc_pause_frames", 10 * kS));
+  const uint64_t joined = log.Open(PortEv("microburst", "burst", 0, "discards", 10 * kS));
+  const uint64_t storm = log.Open(PortEv("pfc_storm", "storm", 6, "pfc_pause_seconds", 10 * kS));
+  log.Close(joined, 11 * kS, 1, "");
+  log.Close(burst, 11 * kS, 1, "");  // reported at its open, before the storm absorbed it
+  log.Close(storm, 12 * kS, 1, "");
+  EXPECT_EQ(rec.heard, (std::vector<std::string>{"open microburst", "open pfc_storm",
+                                                 "close microburst", "close pfc_storm"}));
+}
+
 TEST(EventLogMergeTest, ConfigurationStatesNeverMerge) {
   EventLog log(100, nullptr);
   log.Open(PortEv("ecn_mistuning", "marking_too_late", 4, "marking_too_late", 100));
