@@ -479,7 +479,10 @@ const std::vector<Option>& Options() {
                &DetectorOptions::pause_role_restoration),
       List("microburst-signals",
            "Signals whose microbursts (see --burst-factor) the microburst detector reports as "
-           "episodes (counter families without fabricscope_ and _total).",
+           "episodes (counter families without fabricscope_ and _total); one port's "
+           "simultaneous bursts are one event. ECN-mark/CNP bursts (ecn_marked_packets, "
+           "cnp_sent, cnp_handled) are DCQCN reacting: events only when the port's pause "
+           "frames or discards rose with them.",
            kRestart, &DetectorOptions::microburst_signals, ValidateDetectors),
       Duration("microburst-gap",
                "Microbursts of one series closer than this belong to one episode.", kRestart,

@@ -125,14 +125,27 @@ bool Episode::Stale(int64_t now_ns) const {
   return gap > after;
 }
 
+void Episode::Report(DetectorContext* ctx, int64_t now_ns, const std::string& summary) {
+  if (!deb.active() || event_id != 0) return;
+  DetectorEvent e = tmpl;
+  e.start_unix_nano = deb.episode_start_ns();
+  e.detected_unix_nano = now_ns;
+  e.peak = run_peak;
+  summary_text = summary;
+  e.summary = summary;
+  event_id = ctx->OpenEvent(std::move(e));
+}
+
 void Episode::Expire(DetectorContext* ctx) {
-  ctx->events()->Close(event_id, last_fed_ns, run_peak,
-                       absl::StrCat(summary_text,
-                                    "; ended when its counters stopped reporting (device "
-                                    "removed, counters unreadable or collector stopped)"));
+  if (event_id != 0)
+    ctx->events()->Close(event_id, last_fed_ns, run_peak,
+                         absl::StrCat(summary_text,
+                                      "; ended when its counters stopped reporting (device "
+                                      "removed, counters unreadable or collector stopped)"));
   if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, false);
   deb.Reset();
   run_peak = 0;
+  event_id = 0;
 }
 
 Debouncer::Transition Episode::Feed(DetectorContext* ctx, int64_t start_ns, int64_t end_ns,
@@ -152,22 +165,27 @@ Debouncer::Transition Episode::Feed(DetectorContext* ctx, int64_t start_ns, int6
   last_fed_ns = end_ns;
   const Debouncer::Transition t = deb.Update(start_ns, end_ns, cond);
   if (t == Debouncer::Transition::kStarted) {
-    DetectorEvent e = tmpl;
-    e.start_unix_nano = deb.episode_start_ns();
-    e.detected_unix_nano = end_ns;
-    e.peak = run_peak;
-    summary_text = summary(*this);
-    e.summary = summary_text;
-    event_id = ctx->OpenEvent(std::move(e));
+    event_id = 0;
+    if (report) {
+      DetectorEvent e = tmpl;
+      e.start_unix_nano = deb.episode_start_ns();
+      e.detected_unix_nano = end_ns;
+      e.peak = run_peak;
+      summary_text = summary(*this);
+      e.summary = summary_text;
+      event_id = ctx->OpenEvent(std::move(e));
+    }
     if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, true);
   } else if (t == Debouncer::Transition::kEnded) {
-    ctx->events()->Close(event_id, deb.episode_end_ns(), run_peak, summary(*this));
+    if (event_id != 0)
+      ctx->events()->Close(event_id, deb.episode_end_ns(), run_peak, summary(*this));
+    event_id = 0;
     if (gauge != nullptr) ctx->SetActive(*gauge, gauge_labels, false);
     run_peak = 0;
-  } else if (deb.active() && cond) {
+  } else if (deb.active() && cond && event_id != 0) {
     // Cheap: only the peak and summary of an open event change.
     summary_text = summary(*this);
-    ctx->events()->Update(event_id, run_peak, summary_text);
+    ctx->events()->Update(event_id, run_peak, summary_text, end_ns);
   }
   return t;
 }
@@ -180,10 +198,23 @@ size_t Detector::Active() {
   return n;
 }
 
+std::string SignalText(const Signal& signal) {
+  std::string out = signal.name;
+  for (absl::string_view label : {"counter", "reason", "direction"}) {
+    const absl::string_view v = signal.Label(label);
+    if (!v.empty()) absl::StrAppend(&out, " ", v);
+  }
+  const absl::string_view prio = signal.Label("priority");
+  if (!prio.empty()) absl::StrAppend(&out, prio == "global" ? " " : " prio ", prio);
+  return out;
+}
+
 DetectorEvent Detector::MakeEvent(std::string kind, std::string device, uint32_t port,
-                                  std::string netdev, std::string priority,
-                                  std::string direction) const {
+                                  std::string netdev, std::string priority, std::string direction,
+                                  int merge_rank, std::string signal) const {
   DetectorEvent e;
+  e.merge_rank = merge_rank;
+  if (!signal.empty()) e.signals.push_back(std::move(signal));
   e.detector = name_;
   e.kind = std::move(kind);
   e.device = std::move(device);

@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/metrics.h"
+#include "core/signals.h"
 #include "daemon/detect/detector_options.h"
 #include "daemon/detect/episode.h"
 #include "daemon/detect/event_log.h"
@@ -109,6 +110,29 @@ class DetectorContext {
   absl::flat_hash_map<std::string, int> active_;
 };
 
+// Episode-merge ranks (EventLog, event_log.h): on one port, an event joins
+// the episode of an equal or higher rank that is active or just ended, and
+// absorbs the lower-ranked events that led up to it. A storm outranks the
+// NIC's pause-storm events, link and ECN episodes outrank the retransmits
+// they cause, and everything outranks the bursts and pause roles it shows up
+// in. Configuration states (ecn_disabled_on_pfc_priority) never merge.
+enum MergeRank : int {
+  kRankNever = -1,
+  kRankBurst = 0,
+  kRankPauseRole = 1,
+  kRankRetransmit = 2,
+  kRankNicPauseStorm = 3,
+  kRankEcn = 4,
+  kRankLink = 5,
+  kRankStorm = 6,
+};
+
+// How an event names a signal: the family's signal name, then its counter or
+// reason, direction and priority where the family has them
+// ("pfc_pause_frames rx prio 3", "discards rx_discards_phy",
+// "rdma_errors local_ack_timeout_err").
+std::string SignalText(const Signal& signal);
+
 // One episode of one detector at one place: its debouncer, its event and
 // gauge. Detectors keep one per place and kind, fill in `tmpl` (and `gauge`,
 // `gauge_labels`) when they create it, and Feed() it each judged interval.
@@ -123,6 +147,9 @@ struct Episode {
   std::string summary_text;         // of the open event
   int64_t last_fed_ns = INT64_MIN;  // end of the last interval judged
   int64_t fed_interval_ns = 0;      // how often it is judged; 0: not known yet
+  // False: the episode only drives its gauge; its detector opens an event
+  // (Report) once it deems the episode worth one.
+  bool report = true;
 
   // Raises the judging interval to the input's poll interval where the
   // intervals fed do not show it (a configuration state judged at instants).
@@ -136,6 +163,9 @@ struct Episode {
   bool Stale(int64_t now_ns) const;
   // Ends a stale episode at the end of the last interval it judged.
   void Expire(DetectorContext* ctx);
+  // Opens the event of an active episode that has none yet (report false
+  // until now), detected at `now_ns`; later Feeds update and close it.
+  void Report(DetectorContext* ctx, int64_t now_ns, const std::string& summary);
 
   // Feeds one judged interval [start_ns, end_ns]; `measure` is the value
   // whose peak is reported; `summary` renders the event's summary. Opens,
@@ -169,9 +199,11 @@ class Detector {
   size_t Active();
 
  protected:
-  // An event template of this detector: `kind` at the place given.
+  // An event template of this detector: `kind` at the place given, with its
+  // episode-merge rank and the signal it was seen in (none when empty).
   DetectorEvent MakeEvent(std::string kind, std::string device, uint32_t port, std::string netdev,
-                          std::string priority, std::string direction) const;
+                          std::string priority, std::string direction, int merge_rank = kRankNever,
+                          std::string signal = "") const;
 
   static int64_t Ns(absl::Duration d) { return absl::ToInt64Nanoseconds(d); }
   // The `port` label: "" for port 0 (a netdev without an RDMA port).

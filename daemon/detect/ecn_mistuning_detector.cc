@@ -14,7 +14,7 @@ const MetricSpec& kEcnMistuningActive = DefineMetric(
     {.name = "fabricscope_ecn_mistuning_active",
      .type = MetricType::kGauge,
      .help = "1 while ECN mistuning of the kind is detected on the RDMA port: marking_too_late, "
-             "too_aggressive, cnp_ignored, ecn_disabled_on_pfc_priority.",
+             "drops_ecn_disabled, too_aggressive, cnp_ignored, ecn_disabled_on_pfc_priority.",
      .labels = {"device", "port", "kind"},
      .component = "detect"});
 
@@ -22,9 +22,9 @@ const MetricSpec& kEcnMistuningActive = DefineMetric(
 
 DetectorClass EcnMistuningDetector::Class() {
   return {.description =
-              "ECN mistuning: marking too late, marking too aggressively, CNPs "
-              "ignored, ECN disabled on a PFC priority",
-          .kinds = {"marking_too_late", "too_aggressive", "cnp_ignored",
+              "ECN mistuning: marking too late, drops with ECN disabled, marking too "
+              "aggressively, CNPs ignored, ECN disabled on a PFC priority",
+          .kinds = {"marking_too_late", "drops_ecn_disabled", "too_aggressive", "cnp_ignored",
                     "ecn_disabled_on_pfc_priority"},
           .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kEcnMistuningActive); },
           .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
@@ -41,6 +41,7 @@ std::vector<const MetricSpec*> EcnMistuningDetector::Families() const {
 void EcnMistuningDetector::ForEachEpisode(const std::function<void(Episode&)>& fn) {
   for (auto& [k, p] : ports_) {
     fn(p.too_late);
+    fn(p.ecn_off);
     fn(p.aggressive);
     fn(p.cnp_ignored);
   }
@@ -89,16 +90,19 @@ EcnMistuningDetector::PortState& EcnMistuningDetector::Port(const PortRef& ref) 
     it =
         ports_.try_emplace(key, Ns(o.ecn_window), Ns(o.ecn_detection), Ns(o.ecn_restoration)).first;
     PortState& p = it->second;
-    Init(&p.too_late, ref, "marking_too_late");
-    Init(&p.aggressive, ref, "too_aggressive");
-    Init(&p.cnp_ignored, ref, "cnp_ignored");
+    Init(&p.too_late, ref, "marking_too_late", kRankEcn);
+    Init(&p.ecn_off, ref, "drops_ecn_disabled", kRankEcn);
+    Init(&p.aggressive, ref, "too_aggressive", kRankEcn);
+    Init(&p.cnp_ignored, ref, "cnp_ignored", kRankEcn);
   }
   if (ref.link_bps > 0) it->second.link_bps = ref.link_bps;
   return it->second;
 }
 
-void EcnMistuningDetector::Init(Episode* ep, const PortRef& ref, absl::string_view kind) {
-  ep->tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "");
+void EcnMistuningDetector::Init(Episode* ep, const PortRef& ref, absl::string_view kind,
+                                int merge_rank) {
+  ep->tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "", merge_rank,
+                       std::string(kind));
   ep->gauge = &kEcnMistuningActive;
   ep->gauge_labels = {
       {"device", ref.device}, {"port", PortLabel(ref.port)}, {"kind", std::string(kind)}};
@@ -123,13 +127,21 @@ void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t fr
   const double link = p->link_bps > 0 ? p->link_bps : o.default_link_gbps * 1e9;
   const double util = bytes * 8 / link;
   const std::string where = absl::StrCat(ref.device, "/", ref.port);
-  p->too_late.Feed(ctx_, from, now, drops >= o.ecn_drop_floor && marks < o.ecn_mark_ratio * drops,
-                   drops, [&](const Episode& e) {
-                     return absl::StrFormat(
-                         "%s: discards at up to %.0f/s while ECN marks + CNPs stay at %.0f/s: "
-                         "ECN marks too late (Kmin/Kmax above the buffer?)",
-                         where, e.run_peak, marks);
-                   });
+  const bool flat = drops >= o.ecn_drop_floor && marks < o.ecn_mark_ratio * drops;
+  std::string off_what;
+  const bool ecn_off = flat && EcnDisabled(ref.netdev, &off_what);
+  p->ecn_off.Feed(ctx_, from, now, ecn_off, drops, [&](const Episode& e) {
+    return absl::StrFormat(
+        "%s: discards at up to %.0f/s with ECN disabled on %s: drops with ECN disabled (flat "
+        "ECN marks + CNPs are expected, not marking too late)",
+        where, e.run_peak, off_what);
+  });
+  p->too_late.Feed(ctx_, from, now, flat && !ecn_off, drops, [&](const Episode& e) {
+    return absl::StrFormat(
+        "%s: discards at up to %.0f/s while ECN marks + CNPs stay at %.0f/s: "
+        "ECN marks too late (Kmin/Kmax above the buffer?)",
+        where, e.run_peak, marks);
+  });
   p->aggressive.Feed(ctx_, from, now,
                      cnps >= o.ecn_cnp_floor && util < o.ecn_low_utilization && drops == 0, cnps,
                      [&](const Episode& e) {
@@ -143,6 +155,30 @@ void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t fr
         "%s: CNPs ignored at up to %.1f/s (congestion control not enabled for the QPs?)", where,
         e.run_peak);
   });
+}
+
+bool EcnMistuningDetector::EcnDisabled(const std::string& netdev, std::string* what) const {
+  if (netdev.empty() || prio_.empty()) return false;
+  std::vector<std::pair<int, const PrioConfig*>> known;  // priorities with a known ECN enable
+  bool any_pfc = false;
+  for (int prio = 0; prio < 8; ++prio) {
+    auto it = prio_.find(absl::StrCat(netdev, "|", prio));
+    if (it == prio_.end()) continue;
+    any_pfc |= it->second.pfc == 1;
+    if (it->second.ecn_np >= 0 || it->second.ecn_rp >= 0) known.push_back({prio, &it->second});
+  }
+  std::string out;
+  bool any = false;
+  for (const auto& [prio, c] : known) {
+    if (any_pfc && c->pfc != 1) continue;                // not a RoCE (lossless) priority
+    if (c->ecn_np != 0 && c->ecn_rp != 0) return false;  // ECN on (or half unknown)
+    absl::StrAppend(&out, any ? ", " : "", "priority ", prio, " (np ",
+                    c->ecn_np < 0 ? "?" : (c->ecn_np ? "on" : "off"), ", rp ",
+                    c->ecn_rp < 0 ? "?" : (c->ecn_rp ? "on" : "off"), ")");
+    any = true;
+  }
+  if (any) *what = std::move(out);
+  return any;
 }
 
 // PFC enabled on a priority whose ECN is disabled for either role.
@@ -164,7 +200,7 @@ void EcnMistuningDetector::ObserveConfig(const AppendEvent& ev) {
   if (it == config_.end()) {
     it = config_.try_emplace(key, 0, 0).first;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
-    Init(&it->second, ref, "ecn_disabled_on_pfc_priority");
+    Init(&it->second, ref, "ecn_disabled_on_pfc_priority", kRankNever);
     it->second.tmpl.netdev = ev.key->netdev;
     it->second.tmpl.priority = priority;
   }

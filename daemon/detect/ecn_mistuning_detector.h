@@ -2,7 +2,15 @@
 // judged every 100 ms of sample time).
 //
 //  - kind "marking_too_late": discards at >= ecn_drop_floor packets/s while
-//    ECN marks + CNPs stay below ecn_mark_ratio x the discard rate.
+//    ECN marks + CNPs stay below ecn_mark_ratio x the discard rate, on a port
+//    whose ECN is enabled (or not known).
+//  - kind "drops_ecn_disabled": the same discards with flat marks, on a port
+//    whose ECN is disabled (dcb_config's fabricscope_ecn_enabled = 0 for
+//    role np or rp on each of its RoCE priorities: the PFC-enabled ones where
+//    PFC is known, else every priority with a known ECN enable). Flat marks
+//    are then expected (congestion control is left to something else, e.g.
+//    the collective library), so this is "drops with ECN disabled", not
+//    marking too late.
 //  - kind "too_aggressive": CNPs at >= ecn_cnp_floor per second while
 //    utilization (the busiest direction of port or netdev bytes over the
 //    port's link rate, default_link_gbps when unknown) < ecn_low_utilization
@@ -11,9 +19,9 @@
 //  - kind "ecn_disabled_on_pfc_priority" (per netdev and priority): PFC
 //    enabled on a priority whose ECN (np or rp) is disabled (dcb_config).
 //
-// marking_too_late and too_aggressive need ecn_detection to start,
-// cnp_ignored starts on the first interval; the three end after
-// ecn_restoration. ecn_disabled_on_pfc_priority starts and ends with the
+// marking_too_late, drops_ecn_disabled and too_aggressive need
+// ecn_detection to start, cnp_ignored starts on the first interval; the four
+// end after ecn_restoration. ecn_disabled_on_pfc_priority starts and ends with the
 // configuration (judged on each of its samples). Samples of netdevs that are
 // not RDMA ports are ignored. Reports
 // fabricscope_ecn_mistuning_active{device,port,kind} (1 while active),
@@ -52,8 +60,8 @@ class EcnMistuningDetector final : public Detector {
   };
   struct PortState : Sums {
     PortState(int64_t w, int64_t on, int64_t off)
-        : Sums(w), too_late(on, off), aggressive(on, off), cnp_ignored(0, off) {}
-    Episode too_late, aggressive, cnp_ignored;
+        : Sums(w), too_late(on, off), ecn_off(on, off), aggressive(on, off), cnp_ignored(0, off) {}
+    Episode too_late, ecn_off, aggressive, cnp_ignored;
     int64_t first_ns = INT64_MIN;
     int64_t last_eval_ns = INT64_MIN;
     int64_t next_eval_ns = INT64_MIN;
@@ -66,7 +74,10 @@ class EcnMistuningDetector final : public Detector {
   };
 
   PortState& Port(const PortRef& ref);
-  void Init(Episode* ep, const PortRef& ref, absl::string_view kind);
+  void Init(Episode* ep, const PortRef& ref, absl::string_view kind, int merge_rank);
+  // Whether ECN is disabled on the RoCE priorities of `netdev` (see
+  // drops_ecn_disabled); `what` says where ("priority 3 (np off, rp on)").
+  bool EcnDisabled(const std::string& netdev, std::string* what) const;
   void Evaluate(PortState* p, const PortRef& ref, int64_t from, int64_t now);
   void ObserveConfig(const AppendEvent& ev);
 

@@ -8,10 +8,33 @@
 // fabricscope_detector_events_evicted_total); updates to an evicted event are
 // ignored.
 //
+// Episodes: what one cause does to one port shows up in several signals and
+// detectors at once (a PFC storm also bursts pause frames and makes the NIC
+// count pause-storm events; a link flap makes ACK timeouts; a drop burst moves
+// several discard counters). An event opened with merge_rank >= 0 on a port
+// (same device/port, or same netdev) joins the episode already there instead
+// of standing alone:
+//  - it is merged into the earliest unmerged event of that port with a rank
+//    >= its own that started at most kMergeLeadNs after it and reached up to
+//    kMergeGapNs before its start (its end, or while active the last
+//    interval its condition held), or, for a higher rank and an event marked
+//    merge_tail (a consequence that outlasts its cause), up to kMergeTailNs
+//    before it (the tail of the episode: ACK timeouts after a link flap);
+//  - else it stands, and absorbs the unmerged events of that port with a
+//    lower rank that started at most kMergeLeadNs before it (the first
+//    bursts of a storm, seen before the storm's detection time), taking the
+//    earliest start.
+// A merged event keeps its id (updates and closes still reach it) and its
+// merged_into; its signals join the episode's `signals`, its end extends the
+// episode's once both ended; List() leaves it out. Ranks are the detectors'
+// (DetectorContext): a storm outranks its bursts.
+//
 // An EventObserver (at most one, set before any detector runs) is told when an
 // event opens and when it closes: the --incident-dir writer
-// (daemon/recording/incident_writer.h) hangs off it. Restore() tells it
-// nothing (those episodes happened before this process).
+// (daemon/recording/incident_writer.h) hangs off it. It hears of episodes
+// only: an event that joins one on opening is not reported (an event opened
+// alone and absorbed later was reported, and its close is too). Restore()
+// tells it nothing (those episodes happened before this process).
 //
 // Thread-safety: all methods are thread-safe (one mutex, O(1) per update,
 // O(n) per List). The observer is called after that mutex is released, on
@@ -47,6 +70,27 @@ struct DetectorEvent {
   int64_t detected_unix_nano = 0;
   double peak = 0;      // the detector's measure at its worst (see each detector)
   std::string summary;  // one line for humans
+  // What the episode was seen in, first seen first, each once: the signal
+  // with its counter/reason, direction and priority where it has them
+  // ("pfc_pause_frames rx prio 3", "discards rx_discards_phy"), or a kind.
+  std::vector<std::string> signals;
+  // Non-zero: this event is part of that event's episode (hidden by List).
+  uint64_t merged_into = 0;
+  // The episode-merge rank (see above); < 0: never merged (configuration
+  // states). Not exported or saved.
+  int merge_rank = -1;
+  // May join a higher-ranked episode in its tail (retransmissions). Not
+  // exported or saved.
+  bool merge_tail = false;
+  // The latest end of the events merged into this one that ended while it
+  // was active (its end extends to it). Not exported or saved.
+  int64_t merged_end = 0;
+  // The end of the last interval its condition held (detected_unix_nano,
+  // then Update's): how far an active episode reaches for joins. Not
+  // exported or saved.
+  int64_t seen_unix_nano = 0;
+  // The observer was told it opened (EventLog internal).
+  bool observed = false;
 
   bool active() const { return end_unix_nano == 0; }
 };
@@ -67,17 +111,24 @@ class EventObserver {
 
 class EventLog {
  public:
+  static constexpr int64_t kMergeLeadNs = 1'000'000'000;
+  static constexpr int64_t kMergeTailNs = 1'000'000'000;
+  static constexpr int64_t kMergeGapNs = 200'000'000;
+
   // `metrics` may be null (offline analysis).
   EventLog(size_t capacity, MetricsRegistry* metrics);
 
-  // Adds `event` (its id is assigned) and returns the id.
+  // Adds `event` (its id is assigned; merged into an episode or absorbing
+  // others per its merge_rank, see above) and returns the id.
   uint64_t Open(DetectorEvent event);
-  // Updates an open event; no-op if it was evicted.
-  void Update(uint64_t id, double peak, std::string summary);
+  // Updates an open event; no-op if it was evicted. `seen_unix_nano`: the
+  // end of the interval whose condition held (0: not known).
+  void Update(uint64_t id, double peak, std::string summary, int64_t seen_unix_nano = 0);
   void Close(uint64_t id, int64_t end_unix_nano, double peak, std::string summary);
 
   // Events that overlap [from, to] (an active event extends to +inf), by
-  // start time; `detector` "" matches all.
+  // start time; `detector` "" matches all. Merged events are left out (their
+  // episode lists their signals).
   std::vector<DetectorEvent> List(int64_t from_unix_nano, int64_t to_unix_nano,
                                   absl::string_view detector) const;
   // Every held event in id order (the state snapshot).
@@ -96,6 +147,7 @@ class EventLog {
 
  private:
   DetectorEvent* FindLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MergeLocked(DetectorEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   prometheus::Counter* evicted_metric_ = nullptr;
@@ -104,6 +156,10 @@ class EventLog {
   std::deque<DetectorEvent> events_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t evicted_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ids of the events that may still take part in a merge (unmerged, with a
+  // merge rank, active or ended within kMergeTailNs of the newest start
+  // seen), oldest first; pruned on each Open. Bounded by the ring.
+  std::deque<uint64_t> mergeable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fabricscope

@@ -86,7 +86,8 @@ void LinkDegradationDetector::Observe(const AppendEvent& ev) {
     st.corrected = corrected;
     st.floor = f == &families::kPhyCorrectedBits ? o.fec_bit_floor : o.fec_block_floor;
     if (corrected) ref = ctx_->Resolve(*ev.key, ev.end_ns);
-    st.ep.tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "");
+    st.ep.tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "", kRankLink,
+                           SignalText(*ev.signal));
     st.ep.gauge = &kLinkDegradedActive;
     st.ep.gauge_labels = {{"device", ref.device},
                           {"port", PortLabel(ref.port)},

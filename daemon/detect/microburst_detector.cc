@@ -22,7 +22,8 @@ const MetricSpec& kMicroburstActive = DefineMetric(
 DetectorClass MicroburstDetector::Class() {
   return {.description =
               "microbursts: episodes of poll intervals the store judged bursts, per "
-              "series of --microburst-signals",
+              "series of --microburst-signals, one event per port episode; ECN-mark/CNP "
+              "bursts only when pause frames or discards show DCQCN did not contain them",
           .kinds = {"burst"},
           .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kMicroburstActive); },
           .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
@@ -34,39 +35,75 @@ MicroburstDetector::MicroburstDetector(std::string name, DetectorContext* ctx)
     : Detector(std::move(name), ctx) {
   for (const std::string& s : ctx->options().microburst_signals) {
     const MetricSpec* spec = FindMetric(absl::StrCat("fabricscope_", s, "_total"));
-    if (spec != nullptr) families_.push_back(spec);
+    if (spec != nullptr && burst_families_.insert(spec).second) families_.push_back(spec);
+  }
+  for (const MetricSpec* evidence : {&families::kPfcPauseFrames, &families::kDiscards}) {
+    if (!burst_families_.contains(evidence)) families_.push_back(evidence);
   }
 }
 
 void MicroburstDetector::ForEachEpisode(const std::function<void(Episode&)>& fn) {
-  for (auto& [k, ep] : states_) fn(ep);
+  for (auto& [k, st] : states_) {
+    if (st.bursts) fn(st.ep);
+  }
 }
 
 void MicroburstDetector::Observe(const AppendEvent& ev) {
   if (!ev.rate_valid) return;
+  const MetricSpec* f = ev.signal->family;
+  const bool evidence = f == &families::kPfcPauseFrames || f == &families::kDiscards;
   auto it = states_.find(ev.id);
   if (it == states_.end()) {
-    if (!ev.microburst) return;  // state only for series that burst
-    it = states_.try_emplace(ev.id, 0, Ns(ctx_->options().microburst_gap)).first;
-    Episode& ep = it->second;
+    // State only for series that burst, and for the evidence.
+    if (!evidence && !ev.microburst) return;
+    it = states_.try_emplace(ev.id, Ns(ctx_->options().microburst_gap)).first;
+    SeriesState& st = it->second;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
+    st.signal = SignalText(*ev.signal);
+    st.bursts = burst_families_.contains(f);
+    st.evidence = evidence;
+    st.feedback =
+        f == &families::kEcnMarked || f == &families::kCnpSent || f == &families::kCnpHandled;
+    st.port = &ports_[!ref.device.empty() ? absl::StrCat(ref.device, "/", ref.port) : ref.netdev];
+    Episode& ep = st.ep;
+    ep.report = !st.feedback;
     ep.tmpl = MakeEvent("burst", ref.device, ref.port, ref.netdev,
                         std::string(ev.signal->Label("priority")),
-                        std::string(ev.signal->Label("direction")));
-    signal_[ev.id] = ev.signal->name;
+                        std::string(ev.signal->Label("direction")), kRankBurst, st.signal);
     ep.gauge = &kMicroburstActive;
     ep.gauge_labels = {{"signal", ev.signal->name},       {"device", ev.key->device},
                        {"port", PortLabel(ev.key->port)}, {"netdev", ev.key->netdev},
                        {"priority", ep.tmpl.priority},    {"direction", ep.tmpl.direction}};
   }
-  const std::string& signal = signal_[ev.id];
-  it->second.Feed(
-      ctx_, ev.start_ns, ev.end_ns, ev.microburst, ev.rate, [&signal](const Episode& e) {
-        const std::string where =
-            !e.tmpl.device.empty() ? absl::StrCat(e.tmpl.device, "/", e.tmpl.port) : e.tmpl.netdev;
-        return absl::StrFormat("%s %s%s%s: burst up to %.3g/s", where, signal,
-                               e.tmpl.direction.empty() ? "" : " ", e.tmpl.direction, e.run_peak);
-      });
+  SeriesState& st = it->second;
+  if (st.evidence) {
+    const double mean = st.recent.Rate(ev.start_ns);
+    st.recent.Add(ev.end_ns, ev.end_ns - ev.start_ns, ev.delta);
+    if (ev.delta > 0 && ev.rate > 2 * mean) {
+      st.port->rise_start_ns = ev.start_ns;
+      st.port->rise_end_ns = ev.end_ns;
+      st.port->rise_signal = st.signal;
+    }
+  }
+  if (!st.bursts || (!st.ep.deb.active() && !ev.microburst && st.ep.last_fed_ns == INT64_MIN)) {
+    return;  // an evidence series that never burst
+  }
+  auto summary = [&st](const Episode& e) {
+    const std::string where =
+        !e.tmpl.device.empty() ? absl::StrCat(e.tmpl.device, "/", e.tmpl.port) : e.tmpl.netdev;
+    return absl::StrCat(absl::StrFormat("%s %s: burst up to %.3g/s", where, st.signal, e.run_peak),
+                        st.note);
+  };
+  if (!st.ep.deb.active()) st.note.clear();
+  st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, ev.microburst, ev.rate, summary);
+  // ECN marks / CNPs: an event only once pause frames or discards show that
+  // DCQCN did not contain the burst.
+  if (st.feedback && st.ep.deb.active() && st.ep.event_id == 0 &&
+      st.port->rise_end_ns > st.ep.deb.episode_start_ns() - 100'000'000 &&
+      st.port->rise_start_ns <= ev.end_ns) {
+    st.note = absl::StrCat("; not contained by DCQCN: ", st.port->rise_signal, " rose");
+    st.ep.Report(ctx_, ev.end_ns, summary(st.ep));
+  }
 }
 
 }  // namespace fabricscope

@@ -51,7 +51,9 @@ void PauseRoleDetector::InitEpisode(Episode& ep, const AppendEvent& ev, const st
                                     const std::string& role, const std::string& kind,
                                     const std::string& direction) {
   const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
-  ep.tmpl = MakeEvent(kind, ref.device, ref.port, ev.key->netdev, priority, direction);
+  ep.tmpl =
+      MakeEvent(kind, ref.device, ref.port, ev.key->netdev, priority, direction, kRankPauseRole,
+                priority.empty() ? kind : absl::StrCat(kind, " prio ", priority));
   ep.gauge = &kPauseRole;
   ep.gauge_labels = {{"netdev", ev.key->netdev}, {"priority", priority}, {"role", role}};
   ctx_->DeclareGauge(kPauseRole, ep.gauge_labels);

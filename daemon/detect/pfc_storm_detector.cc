@@ -61,7 +61,8 @@ void PfcStormDetector::Observe(const AppendEvent& ev) {
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
     ep.tmpl = MakeEvent(nic ? "nic_pause_storm" : "storm", ref.device, ref.port, ev.key->netdev,
                         nic ? "" : std::string(ev.signal->Label("priority")),
-                        nic ? "tx" : std::string(ev.signal->Label("direction")));
+                        nic ? "tx" : std::string(ev.signal->Label("direction")),
+                        nic ? kRankNicPauseStorm : kRankStorm, SignalText(*ev.signal));
     ep.gauge = &kPfcStormActive;
     ep.gauge_labels = {{"netdev", ep.tmpl.netdev},
                        {"priority", ep.tmpl.priority},

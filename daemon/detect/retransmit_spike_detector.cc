@@ -52,7 +52,9 @@ void RetransmitSpikeDetector::Observe(const AppendEvent& ev) {
              .first;
     State& st = it->second;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
-    st.ep.tmpl = MakeEvent(std::string(counter), ev.key->device, ev.key->port, ref.netdev, "", "");
+    st.ep.tmpl = MakeEvent(std::string(counter), ev.key->device, ev.key->port, ref.netdev, "", "",
+                           kRankRetransmit, SignalText(*ev.signal));
+    st.ep.tmpl.merge_tail = true;  // ACK timeouts and NAKs outlast a flap or a drop burst
     st.ep.gauge = &kRetransmitSpikeActive;
     st.ep.gauge_labels = {
         {"device", ev.key->device}, {"port", PortLabel(ev.key->port)}, {"kind", st.ep.tmpl.kind}};

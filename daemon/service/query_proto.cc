@@ -238,6 +238,7 @@ void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* to
   out->set_active(e.active());
   out->set_peak(e.peak);
   out->set_summary(e.summary);
+  for (const std::string& s : e.signals) out->add_signals(s);
   FillPartner(topology, e.device, e.port, e.netdev, out);
 }
 

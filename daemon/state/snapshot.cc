@@ -323,6 +323,10 @@ void EncodeEvent(std::string* out, const DetectorEvent& e) {
   PutI64(out, e.detected_unix_nano);
   PutF64(out, e.peak);
   PutStr(out, e.summary);
+  // Appended fields (absent in older snapshots of the same version).
+  PutU32(out, static_cast<uint32_t>(e.signals.size()));
+  for (const std::string& s : e.signals) PutStr(out, s);
+  PutU64(out, e.merged_into);
 }
 
 bool DecodeEvent(absl::string_view payload, DetectorEvent* e) {
@@ -340,6 +344,11 @@ bool DecodeEvent(absl::string_view payload, DetectorEvent* e) {
   e->detected_unix_nano = r.I64();
   e->peak = r.F64();
   e->summary = r.Str();
+  if (r.ok() && !r.done()) {  // the signals and merge of an episode
+    const uint32_t n = r.U32();
+    for (uint32_t i = 0; i < n && r.ok() && i < 1024; ++i) e->signals.push_back(r.Str());
+    e->merged_into = r.U64();
+  }
   return r.ok() && r.done();
 }
 

@@ -1,16 +1,75 @@
 #include "tools/fabricscope/events.h"
 
+#include <algorithm>
 #include <iostream>
 #include <ostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
 
 namespace fabricscope::cli {
 namespace {
+
 constexpr uint32_t kEventsDefaultLimit = 100;
+
+std::string SignalsJson(const v1::Event& e) {
+  std::string out = "[";
+  for (int i = 0; i < e.signals_size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", JsonString(e.signals(i)));
+  }
+  return out + "]";
+}
+
+bool SamePlace(const v1::Event& a, const v1::Event& b) {
+  return a.detector() == b.detector() && a.kind() == b.kind() && a.device() == b.device() &&
+         a.port() == b.port() && a.netdev() == b.netdev() && a.priority() == b.priority() &&
+         a.direction() == b.direction();
+}
+
+// Folds events of the same detector, kind and place that overlap in time
+// into one (the earliest start, the latest end, the union of the signals).
+std::vector<v1::Event> Episodes(const v1::EventsResponse& response) {
+  std::vector<v1::Event> out;
+  std::vector<int> folded;  // events folded into each
+  for (const v1::Event& e : response.events()) {
+    v1::Event* into = nullptr;
+    for (auto it = out.rbegin(); it != out.rend(); ++it) {
+      if (SamePlace(*it, e) && (it->active() || it->end_unix_nano() >= e.start_unix_nano()) &&
+          (e.active() || e.end_unix_nano() >= it->start_unix_nano())) {
+        into = &*it;
+        break;
+      }
+    }
+    if (into == nullptr) {
+      out.push_back(e);
+      folded.push_back(1);
+      continue;
+    }
+    ++folded[static_cast<size_t>(into - out.data())];
+    into->set_start_unix_nano(std::min(into->start_unix_nano(), e.start_unix_nano()));
+    if (e.active()) {
+      into->set_active(true);
+      into->set_end_unix_nano(0);
+    } else if (!into->active()) {
+      into->set_end_unix_nano(std::max(into->end_unix_nano(), e.end_unix_nano()));
+    }
+    for (const std::string& s : e.signals()) {
+      if (std::find(into->signals().begin(), into->signals().end(), s) == into->signals().end()) {
+        into->add_signals(s);
+      }
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (folded[i] > 1 && out[i].signals_size() <= 1) {
+      out[i].set_summary(absl::StrCat(out[i].summary(), " (", folded[i], " events)"));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string EventJson(const v1::Event& e) {
@@ -21,7 +80,8 @@ std::string EventJson(const v1::Event& e) {
       ",\"direction\":", JsonString(e.direction()), ",\"start_unix_nano\":", e.start_unix_nano(),
       ",\"end_unix_nano\":", e.active() ? "null" : absl::StrCat(e.end_unix_nano()),
       ",\"detected_unix_nano\":", e.detected_unix_nano(), ",\"peak\":", JsonNumber(e.peak()),
-      ",\"summary\":", JsonString(e.summary()), PartnerJsonMember(e), "}");
+      ",\"summary\":", JsonString(e.summary()), ",\"signals\":", SignalsJson(e),
+      PartnerJsonMember(e), "}");
 }
 
 std::string EventsJson(const v1::EventsResponse& response) {
@@ -37,12 +97,15 @@ std::string EventsHuman(const v1::EventsResponse& response) {
   if (response.events_size() == 0) return "no detector events\n";
   std::string out = absl::StrFormat("%-27s %-9s %-17s %-29s %s\n", "START", "DURATION", "DETECTOR",
                                     "KIND", "SUMMARY");
-  for (const v1::Event& e : response.events()) {
+  for (const v1::Event& e : Episodes(response)) {
     const std::string duration =
         e.active() ? "active"
                    : FormatDurationShort(static_cast<int64_t>(e.end_unix_nano()) -
                                          static_cast<int64_t>(e.start_unix_nano()));
     std::string summary = e.summary();
+    if (e.signals_size() > 1) {
+      absl::StrAppend(&summary, " [signals: ", absl::StrJoin(e.signals(), ", "), "]");
+    }
     if (e.has_partner()) {  // "(eth2 -> leaf07 Ethernet1/12)"
       const std::string port =
           !e.netdev().empty()

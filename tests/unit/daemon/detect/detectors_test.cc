@@ -115,6 +115,14 @@ class DetectorsTest : public ::testing::Test {
   std::vector<DetectorEvent> Events(const std::string& detector) {
     return events_.List(0, INT64_MAX, detector);
   }
+  // Including the events merged into another episode.
+  std::vector<DetectorEvent> AllEvents(const std::string& detector) {
+    std::vector<DetectorEvent> out;
+    for (DetectorEvent& e : events_.All()) {
+      if (e.detector == detector) out.push_back(std::move(e));
+    }
+    return out;
+  }
 
   double Gauge(const std::string& name, const std::map<std::string, std::string>& labels) {
     for (const auto& fam : metrics_.registry()->Collect()) {
@@ -220,8 +228,14 @@ TEST_F(DetectorsTest, PauseRoleOriginatorNeedsItsOwnRxClear) {
   Drive({{tx3, tx}, {rx3, rx}}, kT0 + 4 * kSec, 9 * kSec, 100 * kMs);
   EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", orig), 0);
   EXPECT_EQ(Gauge("fabricscope_pfc_pause_role", recv), 1);
-  auto ev = Events("pause_role");
+  // The roles are part of the PFC storms on the port (merged into them).
+  auto ev = AllEvents("pause_role");
   ASSERT_EQ(ev.size(), 2u);
+  EXPECT_TRUE(Events("pause_role").empty());
+  for (const DetectorEvent& e : ev) {
+    ASSERT_NE(e.merged_into, 0u);
+    EXPECT_EQ(events_.All()[e.merged_into - 1].kind, "storm");
+  }
   EXPECT_EQ(ev[0].kind, "pause_originator");
   EXPECT_EQ(ev[0].netdev, "eth2");
   EXPECT_EQ(ev[0].device, "mlx5_0");
@@ -265,10 +279,16 @@ TEST_F(DetectorsTest, PauseRoleNicPauseStormEventsMakeAnOriginator) {
   EXPECT_EQ(Gauge("fabricscope_pfc_pause_role",
                   {{"netdev", "eth2"}, {"priority", ""}, {"role", "originator"}}),
             1);
-  auto ev = Events("pause_role");
+  auto ev = AllEvents("pause_role");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, "pause_originator");
   EXPECT_EQ(ev[0].priority, "");
+  // Part of the NIC's pause-storm episode on the port.
+  auto storm = Events("pfc_storm");
+  ASSERT_EQ(storm.size(), 1u);
+  EXPECT_EQ(storm[0].kind, "nic_pause_storm");
+  EXPECT_EQ(ev[0].merged_into, storm[0].id);
+  EXPECT_EQ(storm[0].signals, (std::vector<std::string>{"pause_storm_events", "pause_originator"}));
 }
 
 TEST_F(DetectorsTest, EcnMarkingTooLateButNotWhenMarksRise) {
@@ -535,12 +555,288 @@ TEST_F(DetectorsTest, ConcurrentAppendersAndReaders) {
   for (auto& w : writers) w.join();
   done.store(true);
   reader.join();
-  auto ev = Events("pfc_storm");
+  // One port: the storms of its priorities are one episode (the others
+  // merged into the first).
+  ASSERT_EQ(Events("pfc_storm").size(), 1u);
+  auto ev = AllEvents("pfc_storm");
   ASSERT_EQ(ev.size(), static_cast<size_t>(kThreads));
+  const std::vector<std::string> signals = Events("pfc_storm")[0].signals;
+  EXPECT_EQ(std::count_if(signals.begin(), signals.end(),
+                          [](const std::string& s) { return s.starts_with("pfc_pause_seconds"); }),
+            kThreads);
   for (const DetectorEvent& e : ev) {
     EXPECT_EQ(e.start_unix_nano, kT0 + 1 * kSec) << e.priority;
     EXPECT_EQ(e.end_unix_nano, kT0 + 2 * kSec) << e.priority;
   }
+}
+
+}  // namespace
+}  // namespace fabricscope
+
+namespace fabricscope {
+namespace {
+
+// --- Episodes (issue #16): one port's events of one cause are one episode ---
+
+DetectorEvent PortEv(const std::string& detector, const std::string& kind, int rank,
+                     const std::string& signal, int64_t start, const std::string& netdev = "eth2") {
+  DetectorEvent e = Ev(detector, kind, start);
+  e.device = netdev == "eth2" ? "mlx5_0" : "mlx5_1";
+  e.port = 1;
+  e.netdev = netdev;
+  e.merge_rank = rank;
+  e.signals = {signal};
+  return e;
+}
+
+TEST(EventLogMergeTest, SimultaneousSignalsOfOnePortAreOneEpisode) {
+  EventLog log(100, nullptr);
+  const uint64_t a = log.Open(PortEv("microburst", "burst", 0, "discards rx_discards_phy", 100));
+  const uint64_t b = log.Open(PortEv("microburst", "burst", 0, "pfc_pause_frames tx prio 3", 110));
+  const uint64_t c =
+      log.Open(PortEv("microburst", "burst", 0, "discards out_of_buffer", 120, "eth3"));
+  log.Close(a, 200, 1, "a");
+  log.Close(b, 300, 1, "b");  // the episode lasts as long as its last part
+  auto all = log.List(0, 1000, "");
+  ASSERT_EQ(all.size(), 2u) << "the other port's burst stays its own";
+  EXPECT_EQ(all[0].id, a);
+  EXPECT_EQ(all[0].signals,
+            (std::vector<std::string>{"discards rx_discards_phy", "pfc_pause_frames tx prio 3"}));
+  EXPECT_EQ(all[0].end_unix_nano, 300);
+  EXPECT_EQ(all[1].id, c);
+  // A burst that starts after the episode ended is a new episode.
+  const uint64_t d =
+      log.Open(PortEv("microburst", "burst", 0, "discards rx_discards_phy", 1'000'000'000));
+  EXPECT_EQ(log.List(0, INT64_MAX, "").size(), 3u);
+  EXPECT_EQ(log.All()[d - 1].merged_into, 0u);
+  EXPECT_EQ(log.All()[b - 1].merged_into, a);
+}
+
+TEST(EventLogMergeTest, ALaterHigherRankedEpisodeAbsorbsWhatLedUpToIt) {
+  EventLog log(100, nullptr);
+  constexpr int64_t kS = 1'000'000'000;
+  const uint64_t burst =
+      log.Open(PortEv("microburst", "burst", 0, "pfc_pause_frames rx prio 3", 10 * kS));
+  const uint64_t role =
+      log.Open(PortEv("pause_role", "pause_originator", 1, "pause_originator", 10 * kS + 100));
+  // Too early to belong to the storm (more than kMergeLeadNs before it).
+  const uint64_t old =
+      log.Open(PortEv("microburst", "burst", 0, "discards rx_discards_phy", 8 * kS));
+  log.Close(old, 8 * kS + 10, 1, "old");
+  // The storm is declared after its detection time, starting at 10.05 s.
+  const uint64_t storm =
+      log.Open(PortEv("pfc_storm", "storm", 6, "pfc_pause_seconds rx prio 3", 10 * kS + 50));
+  auto all = log.List(0, INT64_MAX, "");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, old);
+  EXPECT_EQ(all[1].id, storm);
+  EXPECT_EQ(all[1].start_unix_nano, 10 * kS) << "the episode starts with its first sign";
+  EXPECT_EQ(all[1].signals,
+            (std::vector<std::string>{"pfc_pause_frames rx prio 3", "pause_originator",
+                                      "pfc_pause_seconds rx prio 3"}));
+  EXPECT_EQ(log.All()[burst - 1].merged_into, storm);
+  EXPECT_EQ(log.All()[role - 1].merged_into, storm);
+  // A lower rank joins the running storm; a higher one does not.
+  log.Open(PortEv("microburst", "burst", 0, "cnp_sent", 10 * kS + 300));
+  EXPECT_EQ(log.List(0, INT64_MAX, "").size(), 2u);
+}
+
+TEST(EventLogMergeTest, OnlyConsequencesJoinTheTailOfAnEpisode) {
+  EventLog log(100, nullptr);
+  constexpr int64_t kS = 1'000'000'000;
+  const uint64_t flap =
+      log.Open(PortEv("link_degradation", "link_downed", 5, "link_down_events", 1 * kS));
+  log.Close(flap, 3 * kS, 1, "flap");
+  DetectorEvent acks = PortEv("retransmit_spike", "local_ack_timeout_err", 2,
+                              "rdma_errors local_ack_timeout_err", 4 * kS);
+  acks.merge_tail = true;
+  const uint64_t a = log.Open(acks);
+  log.Close(a, 6 * kS, 1, "acks");
+  // A burst after the episode (with its ACK timeouts) ended is not its
+  // consequence, even within the tail.
+  log.Open(PortEv("microburst", "burst", 0, "discards rx_discards_phy", 6500 * kMs));
+  auto all = log.List(0, INT64_MAX, "");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, flap);
+  EXPECT_EQ(all[0].signals,
+            (std::vector<std::string>{"link_down_events", "rdma_errors local_ack_timeout_err"}));
+  EXPECT_EQ(all[0].end_unix_nano, 6 * kS);
+  EXPECT_EQ(all[1].detector, "microburst");
+  // Beyond the tail: its own episode.
+  DetectorEvent late = acks;
+  late.start_unix_nano = 9 * kS;
+  log.Open(late);
+  EXPECT_EQ(log.List(0, INT64_MAX, "retransmit_spike").size(), 1u);
+}
+
+TEST(EventLogMergeTest, TheObserverHearsOfEpisodesOnly) {
+  struct Recorder : EventObserver {
+    std::vector<std::string> heard;
+    void OnEventOpened(const DetectorEvent& e) override { heard.push_back("open " + e.detector); }
+    void OnEventClosed(const DetectorEvent& e) override {
+      heard.push_back("close " + e.detector);
+    }
+  } rec;
+  EventLog log(100, nullptr);
+  log.SetObserver(&rec);
+  constexpr int64_t kS = 1'000'000'000;
+  const uint64_t burst = log.Open(PortEv("microburst", "burst", 0, "pfc_pause_frames", 10 * kS));
+  const uint64_t joined = log.Open(PortEv("microburst", "burst", 0, "discards", 10 * kS));
+  const uint64_t storm = log.Open(PortEv("pfc_storm", "storm", 6, "pfc_pause_seconds", 10 * kS));
+  log.Close(joined, 11 * kS, 1, "");
+  log.Close(burst, 11 * kS, 1, "");  // reported at its open, before the storm absorbed it
+  log.Close(storm, 12 * kS, 1, "");
+  EXPECT_EQ(rec.heard, (std::vector<std::string>{"open microburst", "open pfc_storm",
+                                                 "close microburst", "close pfc_storm"}));
+}
+
+TEST(EventLogMergeTest, ConfigurationStatesNeverMerge) {
+  EventLog log(100, nullptr);
+  log.Open(PortEv("ecn_mistuning", "marking_too_late", 4, "marking_too_late", 100));
+  log.Open(PortEv("ecn_mistuning", "ecn_disabled_on_pfc_priority", -1, "x", 100));
+  EXPECT_EQ(log.List(0, 1000, "").size(), 2u);
+}
+
+// Drives a counter that moves at `base` per second and at `burst` per second
+// during [from, from + len) (t since kT0).
+std::function<uint64_t(int64_t)> Bursty(double base, double burst, int64_t from, int64_t len) {
+  return [=](int64_t t) {
+    const double in = static_cast<double>(std::clamp(t, from, from + len) - from) * 1e-9;
+    return static_cast<uint64_t>(static_cast<double>(t) * 1e-9 * base + in * (burst - base));
+  };
+}
+
+TEST_F(DetectorsTest, MicroburstsOfSeveralSignalsOnOnePortAreOneEpisode) {
+  Start();
+  const SeriesId disc = Series("ethtool", "rx_discards_phy", "", 0, "eth2");
+  const SeriesId pause = Series("ethtool", "tx_prio3_pause", "", 0, "eth2");
+  const SeriesId marks = Series("hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, "eth2");
+  Drive({{disc, Bursty(0, 1e6, 2 * kSec, 20 * kMs)},
+         {pause, Bursty(0, 1e5, 2 * kSec, 20 * kMs)},
+         {marks, Bursty(100, 1e6, 2 * kSec, 20 * kMs)}},
+        kT0, 3 * kSec, 10 * kMs);
+  auto ev = Events("microburst");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].device, "mlx5_0");
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 2 * kSec);
+  EXPECT_EQ(ev[0].signals,
+            (std::vector<std::string>{"discards rx_discards_phy", "pfc_pause_frames tx prio 3",
+                                      "ecn_marked_packets"}));
+  EXPECT_NE(ev[0].summary.find("discards rx_discards_phy"), std::string::npos) << ev[0].summary;
+  // Each signal keeps its own gauge series.
+  EXPECT_EQ(Gauge("fabricscope_microburst_active", {{"signal", "pfc_pause_frames"}}), 0);
+  EXPECT_EQ(Gauge("fabricscope_microburst_active", {{"signal", "ecn_marked_packets"}}), 0);
+}
+
+TEST_F(DetectorsTest, EcnAndCnpBurstsAloneAreNotEvents) {
+  DetectorOptions o;
+  o.enabled = {"microburst"};  // CNPs at no utilization would also be ECN "too aggressive"
+  Start(o);
+  const SeriesId marks = Series("hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, "eth2");
+  const SeriesId cnps = Series("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth2");
+  const SeriesId pause = Series("ethtool", "tx_prio3_pause", "", 0, "eth2");
+  // 2.0 s: marks and CNPs burst, DCQCN copes (no pause, no drop). 4.0 s: the
+  // same, but the NIC also had to pause its switch (below the pause-frame
+  // burst floor: 50 frames in one 100 ms poll).
+  auto m = [](int64_t t) {
+    return Bursty(100, 1e6, 2 * kSec, 20 * kMs)(t) + Bursty(0, 1e6, 4 * kSec, 20 * kMs)(t);
+  };
+  auto c = [](int64_t t) {
+    return Bursty(10, 1e5, 2 * kSec, 20 * kMs)(t) + Bursty(0, 1e5, 4 * kSec, 20 * kMs)(t);
+  };
+  auto p = [](int64_t t) { return static_cast<uint64_t>(t > 4 * kSec ? 50 : 0); };
+  for (int64_t t = kT0; t <= kT0 + 3 * kSec; t += 10 * kMs) {
+    store_.Append(marks, t, m(t - kT0));
+    store_.Append(cnps, t, c(t - kT0));
+    if ((t - kT0) % (100 * kMs) == 0) store_.Append(pause, t, p(t - kT0));
+    if (t == kT0 + 2010 * kMs) {
+      EXPECT_EQ(Gauge("fabricscope_microburst_active", {{"signal", "ecn_marked_packets"}}), 1)
+          << "the burst stays visible on /metrics";
+    }
+  }
+  EXPECT_TRUE(Events("microburst").empty()) << Events("microburst")[0].summary;
+  for (int64_t t = kT0 + 3010 * kMs; t <= kT0 + 5 * kSec; t += 10 * kMs) {
+    store_.Append(marks, t, m(t - kT0));
+    store_.Append(cnps, t, c(t - kT0));
+    if ((t - kT0) % (100 * kMs) == 0) store_.Append(pause, t, p(t - kT0));
+  }
+  auto ev = Events("microburst");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].start_unix_nano, kT0 + 4 * kSec);
+  EXPECT_GE(ev[0].detected_unix_nano, kT0 + 4100 * kMs) << "once the pause frames are seen";
+  EXPECT_NE(ev[0].summary.find("not contained by DCQCN: pfc_pause_frames tx prio 3 rose"),
+            std::string::npos)
+      << ev[0].summary;
+  EXPECT_EQ(ev[0].signals, (std::vector<std::string>{"ecn_marked_packets", "cnp_sent"}));
+}
+
+TEST_F(DetectorsTest, RetransmitsOnTheTailOfALinkFlapAreThatEpisode) {
+  Start();
+  const SeriesId down = Series("ethtool", "link_down_events_phy", "", 0, "eth2");
+  const SeriesId acks = Series("hw_counters", "local_ack_timeout_err", "mlx5_0", 1, "eth2");
+  const SeriesId oos = Series("hw_counters", "out_of_sequence", "mlx5_0", 1, "eth2");
+  // The link goes down at 5 s; ACK timeouts at 100/s from 5.5 s to 8 s,
+  // outlasting it. Out-of-sequence at 200/s from
+  // 20 s: a retransmit spike of its own.
+  auto d = [](int64_t t) { return static_cast<uint64_t>(t >= 5 * kSec ? 1 : 0); };
+  auto a = [](int64_t t) {
+    return static_cast<uint64_t>((std::clamp(t, 5500 * kMs, 8 * kSec) - 5500 * kMs) / (10 * kMs));
+  };
+  auto o = [](int64_t t) {
+    return static_cast<uint64_t>((std::clamp(t, 20 * kSec, 22 * kSec) - 20 * kSec) / (5 * kMs));
+  };
+  Drive({{down, d}, {acks, a}, {oos, o}}, kT0, 25 * kSec, 10 * kMs);
+  auto link = Events("link_degradation");
+  ASSERT_EQ(link.size(), 1u);
+  EXPECT_EQ(link[0].signals,
+            (std::vector<std::string>{"link_down_events", "rdma_errors local_ack_timeout_err"}));
+  auto rt = Events("retransmit_spike");
+  ASSERT_EQ(rt.size(), 1u) << "only the later spike stands alone";
+  EXPECT_EQ(rt[0].kind, "out_of_sequence");
+  EXPECT_GE(rt[0].start_unix_nano, kT0 + 20 * kSec);
+}
+
+TEST_F(DetectorsTest, DropsWithEcnDisabledAreNotMarkingTooLate) {
+  Start();
+  const SeriesId pfc3 = Series("dcb_config", "pfc_enabled_prio3", "", 0, "eth2");
+  const SeriesId np3 = Series("dcb_config", "ecn_roce_np_enable_3", "", 0, "eth2");
+  const SeriesId rp3 = Series("dcb_config", "ecn_roce_rp_enable_3", "", 0, "eth2");
+  const SeriesId oob = Series("hw_counters", "out_of_buffer", "mlx5_0", 1, "eth2");
+  const SeriesId marks = Series("hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, "eth2");
+  store_.Append(pfc3, kT0, 1);
+  store_.Append(np3, kT0, 0);
+  store_.Append(rp3, kT0, 0);
+  // Drops at 5000/s with flat marks for 3 s, none from 3 s to 10 s, again
+  // from 10 s to 13 s.
+  auto drops = [](int64_t t) {
+    return static_cast<uint64_t>((std::min(t, 3 * kSec) + std::max<int64_t>(0, t - 10 * kSec)) /
+                                 kMs * 5);
+  };
+  auto flat = [](int64_t) { return uint64_t{7}; };
+  Drive({{oob, drops}, {marks, flat}}, kT0 + 10 * kMs, 3 * kSec, 10 * kMs);
+  auto ev = Events("ecn_mistuning");
+  std::vector<std::string> kinds;
+  for (const auto& e : ev) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"ecn_disabled_on_pfc_priority", "drops_ecn_disabled"}));
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[1].summary.find("ECN disabled on priority 3 (np off, rp off)"), std::string::npos)
+      << ev[1].summary;
+  EXPECT_EQ(Gauge("fabricscope_ecn_mistuning_active",
+                  {{"device", "mlx5_0"}, {"port", "1"}, {"kind", "drops_ecn_disabled"}}),
+            1);
+  EXPECT_EQ(Gauge("fabricscope_ecn_mistuning_active",
+                  {{"device", "mlx5_0"}, {"port", "1"}, {"kind", "marking_too_late"}}),
+            0);
+  // ECN turned on at 6 s; the drops come back with marks still flat: now
+  // it is marking too late.
+  Drive({{oob, drops}, {marks, flat}}, kT0 + 3010 * kMs, 2990 * kMs, 10 * kMs);
+  store_.Append(np3, kT0 + 6 * kSec, 1);
+  store_.Append(rp3, kT0 + 6 * kSec, 1);
+  Drive({{oob, drops}, {marks, flat}}, kT0 + 6010 * kMs, 7 * kSec, 10 * kMs);
+  ev = Events("ecn_mistuning");
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back().kind, "marking_too_late");
 }
 
 }  // namespace

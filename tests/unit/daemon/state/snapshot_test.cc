@@ -89,8 +89,12 @@ class SnapshotTest : public ::testing::Test {
     closed.direction = "rx";
     closed.start_unix_nano = kT + 10 * kSec;
     closed.detected_unix_nano = kT + 10 * kSec + 200 * kMs;
-    events_.Close(events_.Open(closed), kT + 11 * kSec, 0.97, "PFC storm on eth0 prio 3 rx");
+    closed.signals = {"pfc_pause_frames rx prio 3", "pfc_pause_seconds rx prio 3"};
+    const uint64_t storm = events_.Open(closed);
+    events_.Close(storm, kT + 11 * kSec, 0.97, "PFC storm on eth0 prio 3 rx");
     DetectorEvent open = closed;
+    open.signals = {"ecn_marked_packets"};
+    open.merged_into = storm;  // part of the storm's episode
     open.detector = "microburst";
     open.kind = "burst";
     open.start_unix_nano = kT + 90 * kSec;
@@ -191,6 +195,10 @@ TEST_F(SnapshotTest, RoundTripRestoresSamplesStateSpansAndEvents) {
   EXPECT_EQ(ev[0].peak, 0.97);
   EXPECT_EQ(ev[0].detected_unix_nano, kT + 10 * kSec + 200 * kMs);
   EXPECT_EQ(ev[0].summary, "PFC storm on eth0 prio 3 rx");
+  EXPECT_EQ(ev[0].signals, (std::vector<std::string>{"pfc_pause_frames rx prio 3",
+                                                     "pfc_pause_seconds rx prio 3"}));
+  EXPECT_EQ(ev[1].signals, std::vector<std::string>{"ecn_marked_packets"});
+  EXPECT_EQ(ev[1].merged_into, ev[0].id);
   // Active at the snapshot: closed at the save time, and said so.
   EXPECT_EQ(ev[1].detector, "microburst");
   EXPECT_FALSE(ev[1].active());
