@@ -191,6 +191,7 @@ jq -e '.spans | length == 1 and .[0].name == "kv_transfer"' "$WORK/one.json" >/d
   fail "correlate --name: $(cat "$WORK/one.json")"
 # Human output names the signal and where.
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m >"$WORK/corr.txt"
+[ -z "${E2E_KEEP_OUTPUT:-}" ] || cp "$WORK/corr.txt" "$E2E_KEEP_OUTPUT"  # README example
 grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 -> leaf07 Ethernet1/12 prio 3 rx' "$WORK/corr.txt" ||
   fail "human output: $(cat "$WORK/corr.txt")"
 grep -q '    blind: ib_port_xmit_wait_ticks mlx5_1/1 fsroce1 saturated (counters/port_xmit_wait): not judged' "$WORK/corr.txt" ||
