@@ -174,7 +174,8 @@ int RunIncidents(const CliContext& ctx, const std::vector<std::string>& args) {
     }
     listed.push_back(std::move(l));
   }
-  const std::string more = LeftOutLine(left_out, "incidents", "older ones; use --limit N, --limit 0 shows all");
+  const std::string more =
+      LeftOutLine(left_out, "incidents", "older ones; use --limit N, --limit 0 shows all");
   if (run->json()) {
     out << "[";
     for (size_t i = 0; i < listed.size(); ++i) {

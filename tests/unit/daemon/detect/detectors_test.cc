@@ -673,9 +673,7 @@ TEST(EventLogMergeTest, TheObserverHearsOfEpisodesOnly) {
   struct Recorder : EventObserver {
     std::vector<std::string> heard;
     void OnEventOpened(const DetectorEvent& e) override { heard.push_back("open " + e.detector); }
-    void OnEventClosed(const DetectorEvent& e) override {
-      heard.push_back("close " + e.detector);
-    }
+    void OnEventClosed(const DetectorEvent& e) override { heard.push_back("close " + e.detector); }
   } rec;
   EventLog log(100, nullptr);
   log.SetObserver(&rec);
