@@ -73,13 +73,13 @@ fi
 "$CLI" incidents "$WORK/nonexistent" >/dev/null 2>&1 && fail "incidents on a missing directory succeeded"
 
 # --- 3. analyze reads the recording as it is ---------------------------------------------
-"$CLI" --output=json analyze "$file" >"$WORK/analysis.json" 2>"$WORK/analysis.err" ||
+"$CLI" --output=json analyze --all "$file" >"$WORK/analysis.json" 2>"$WORK/analysis.err" ||
   fail "analyze failed: $(cat "$WORK/analysis.err")"
 [ ! -s "$WORK/analysis.err" ] || fail "analyze reported problems: $(head -5 "$WORK/analysis.err")"
 jq -e '[.events[] | select(.detector == "pfc_storm" and .kind == "storm" and .netdev == "eth2"
     and .direction == "rx" and .priority == "3")] | length == 1' "$WORK/analysis.json" >/dev/null ||
   fail "analysis of the recording lacks the storm: $(jq -c .events "$WORK/analysis.json")"
-[ "$(jq '.spans | length' "$WORK/analysis.json")" -gt 0 ] || fail "the recording holds no spans"
+[ "$(jq '.spans | length' "$WORK/analysis.json")" -gt 0 ] || fail "the recording holds no spans (analyze --all)"
 # Only eth2's series; samples from 2 s before the storm began to 2 s after it ended.
 grep -q '"netdev":"eth3"' "$file" && fail "the eth2 recording holds eth3 samples"
 python3 - "$file" <<'EOF' || fail "recording window"
