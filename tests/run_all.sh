@@ -40,7 +40,9 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # output goldens (e2e_daemon_golden: byte comparisons of output the other e2e
 # tests produce under ASan) and the LLDP end-to-end test with a real lldpd
 # (e2e_lldp_topology: the LLDP source runs under ASan in LldpSourceVethTest).
-ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_deploy_dashboard|e2e_fleet_|e2e_daemon_golden|e2e_lldp_topology|e2e_deb_package|e2e_netns_skip'
+# So are fabricsim's fleet simulations (FleetRun.*, FleetScenarios.*: the test
+# tool's model, tens of seconds under ASan; they run in the release build).
+ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_deploy_dashboard|e2e_fleet_|e2e_daemon_golden|e2e_lldp_topology|FleetRun\.|FleetScenarios\.|e2e_deb_package|e2e_netns_skip'
 
 TSAN_EXCLUDE='IngestGrpcTest|GrpcServerTest|QueryServiceTest.OverGrpc|e2e_correlate|e2e_otlp_ingest|e2e_detect|e2e_fault_grpc|e2e_tls'
 

@@ -45,15 +45,12 @@ nspans=$(jq '.spans | length' "$WORK/storm.json")
 jq -e '.summary.spans == (.spans | length) and .summary.not_selected == 0
        and .summary.verdicts.fabric == ([.spans[] | select(.verdict=="fabric")] | length)' \
   "$WORK/storm.json" >/dev/null || fail "analyze summary: $(jq -c .summary "$WORK/storm.json")"
-# Without --all: the stalls and fabric spans; the summary still counts every span.
-"$CLI" --output=json analyze "$WORK/storm.jsonl" >"$WORK/storm-default.json" 2>/dev/null
-jq -e --argjson n "$nspans" '.summary.spans == $n
-       and (.spans | length) == $n - .summary.not_selected
-       and (.spans | all(.stall or .verdict == "fabric"))' "$WORK/storm-default.json" >/dev/null ||
-  fail "analyze default selection: $(jq -c .summary "$WORK/storm-default.json")"
+# Without --all (human output, --limit=1): the summary line counts every span,
+# the lists say what they left out; which spans the default selects is
+# SpanSelectionTest's (one analysis run less here: each costs ~9 s under ASan).
 "$CLI" analyze "$WORK/storm.jsonl" --limit=1 >"$WORK/storm-limited.txt" 2>/dev/null
 grep -q '^\.\.\. [0-9]* more earlier events (use --limit N' "$WORK/storm-limited.txt" &&
-  grep -q '^[0-9]* spans: ' "$WORK/storm-limited.txt" ||
+  grep -q "^$nspans spans: " "$WORK/storm-limited.txt" ||
   fail "analyze --limit=1: $(head -c 3000 "$WORK/storm-limited.txt")"
 jq -e '[.spans[] | select(.verdict=="fabric")] | length > 0' "$WORK/storm.json" >/dev/null ||
   fail "no span judged fabric during the storms"
