@@ -131,8 +131,7 @@ std::string ByVerdict(uint32_t clean, uint32_t fabric, uint32_t unknown) {
 
 // "pfc_pause_seconds rx prio 3", "rdma_errors out_of_sequence".
 std::string BlamedName(const v1::BlamedSignal& b) {
-  std::string out = b.signal();
-  if (!b.counter().empty()) absl::StrAppend(&out, " ", b.counter());
+  std::string out = SignalWithCounter(b.signal(), b.counter());
   if (!b.direction().empty()) absl::StrAppend(&out, " ", b.direction());
   if (!b.priority().empty()) absl::StrAppend(&out, " prio ", b.priority());
   return out;
