@@ -14,8 +14,8 @@
 // kIdleTimeoutSeconds is closed.
 //
 // TLS (TlsOptions): certificate and key in PEM; with a client CA, clients are
-// asked for a certificate, and with `require_client_cert` a connection whose
-// client presents no certificate signed by that CA fails in the TLS handshake.
+// asked for a certificate, and one that the CA does not verify (or none, when
+// required) fails the TLS handshake.
 //
 // Thread-safety: the handler runs on the worker threads, concurrently; it
 // must be thread-safe. Start/destruction are not concurrent with anything.
@@ -60,11 +60,18 @@ struct TlsOptions {
   std::string cert_pem;       // certificate (chain), PEM
   std::string key_pem;        // its private key, PEM (unencrypted)
   std::string client_ca_pem;  // empty: no client certificates are requested
-  // Fail the handshake of a client without a certificate that client_ca_pem
-  // verifies (needs client_ca_pem).
-  bool require_client_cert = false;
-  // "TLS10".."TLS13" (exporter-toolkit's min_version names); empty: TLS 1.2.
-  std::string min_version;
+  enum class ClientAuth {
+    kNone,              // no certificate requested
+    kVerifyIfGiven,     // requested; one that is given must verify
+    kRequireAndVerify,  // required, and must verify
+  };
+  // kVerifyIfGiven and kRequireAndVerify need client_ca_pem; a certificate
+  // that does not verify, or a missing required one, fails the handshake.
+  ClientAuth client_auth = ClientAuth::kNone;
+  // "TLS10".."TLS13" (exporter-toolkit's names); empty: TLS12 and TLS13.
+  std::string min_version, max_version;
+
+  bool operator==(const TlsOptions&) const = default;
 };
 
 class HttpServer {
@@ -75,14 +82,17 @@ class HttpServer {
   static constexpr size_t kMaxConnectionMemory = 64 * 1024;
 
   // Binds `listen` (HOST:PORT, [V6HOST]:PORT; port 0 picks a free port) and
-  // serves `handler` on it, over TLS when `tls` is set. With `reuse_port` the
-  // socket is bound with SO_REUSEPORT, so that a second server can bind the
-  // same port while this one still runs (a TLS reload swaps servers so).
+  // serves `handler` on it, over TLS when `tls` is set.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
                                                            HttpHandler handler,
-                                                           const TlsOptions* tls = nullptr,
-                                                           bool reuse_port = false);
-  // Stops accepting, closes every connection and joins the workers.
+                                                           const TlsOptions* tls = nullptr);
+  // A new server on this one's listening socket, with the same handler and
+  // `tls` (null: plain HTTP) -- how TLS settings change at run time. Both
+  // accept until this one is destroyed, so no connection is refused in
+  // between; an error leaves this one as it was.
+  absl::StatusOr<std::unique_ptr<HttpServer>> Successor(const TlsOptions* tls) const;
+  // Stops accepting, closes every connection it holds and joins the workers
+  // (the listening socket stays open while a successor uses it).
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -96,6 +106,11 @@ class HttpServer {
 
  private:
   HttpServer() = default;
+  // Starts the libmicrohttpd daemon on `listen_fd`.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> StartOn(std::shared_ptr<const int> listen_fd,
+                                                             bool ipv6, std::string address,
+                                                             int port, HttpHandler handler,
+                                                             const TlsOptions* tls);
   std::unique_ptr<Impl> impl_;
   std::string address_;
   int port_ = 0;

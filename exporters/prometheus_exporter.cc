@@ -95,6 +95,23 @@ const MetricSpec& kStoreEvicted =
                   .labels = {},
                   .component = "store"});
 
+// The /metrics server (PrometheusExporter).
+const MetricSpec& kHttpRequests = DefineMetric(
+    {.name = "fabricscope_http_requests_total",
+     .type = MetricType::kCounter,
+     .help = "Requests answered by the /metrics server, by handler (metrics, healthz, readyz, "
+             "other) and HTTP status code (401: missing or wrong credentials). Requests closed "
+             "without an answer (TLS handshake failures, timeouts) are not counted.",
+     .labels = {"handler", "code"},
+     .component = "exporter"});
+const MetricSpec& kWebConfigReloads = DefineMetric(
+    {.name = "fabricscope_web_config_reloads_total",
+     .type = MetricType::kCounter,
+     .help = "SIGHUP reloads of --web.config.file by result (success; failure: the running "
+             "settings stay).",
+     .labels = {"result"},
+     .component = "exporter"});
+
 // Sub-second aggregates (store/aggregates.h), computed by the store at
 // append time; rendered here from the snapshot, never reset on scrape.
 const MetricSpec& kPeakRate = DefineMetric(
@@ -484,11 +501,35 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     const std::string& listen, const Security& security, MetricsRegistry* metrics,
     const Store* store, const PortInventory* ports, HealthFn health, MetricsProfile profile) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
+  if (!security.auth_file.empty() && !security.web_config_file.empty()) {
+    return absl::InvalidArgumentError(
+        "metrics-auth-file (deprecated) and web.config.file cannot be combined: move the users "
+        "to the web config's basic_auth_users (bcrypt hashes)");
+  }
+  auto access = std::make_shared<Access>();
   if (!security.auth_file.empty()) {
     auto u = ReadAuthFile(security.auth_file);
     if (!u.ok()) return u.status();
-    e->users_ = *std::move(u);
+    access->plain_users = *std::move(u);
   }
+  if (!security.web_config_file.empty()) {
+    auto config = LoadWebConfig(security.web_config_file);
+    if (!config.ok()) return config.status();
+    if (config->has_tls) {
+      auto tls = LoadTlsOptions(*config);
+      if (!tls.ok()) return tls.status();
+      e->tls_ = *std::move(tls);
+    }
+    if (!config->users.empty()) {
+      access->bcrypt_users = std::make_unique<BasicAuthenticator>(std::move(config->users));
+    }
+    access->headers = std::move(config->headers);
+  }
+  e->web_config_file_ = security.web_config_file;
+  e->access_ = std::move(access);
+  e->metrics_ = metrics;
+  metrics->Counter(kWebConfigReloads).Add({{"result", "success"}});
+  metrics->Counter(kWebConfigReloads).Add({{"result", "failure"}});
   e->health_ = std::move(health);
   e->store_collectable_ = std::make_shared<StoreCollectable>(store, ports);
   e->metrics_collectable_ = metrics->registry();
@@ -498,8 +539,9 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
         std::make_shared<ProfiledCollectable>(e->metrics_collectable_, profile);
   }
   const PrometheusExporter* self = e.get();
-  auto server =
-      HttpServer::Start(listen, [self](const HttpRequest& req) { return self->Serve(req); });
+  auto server = HttpServer::Start(
+      listen, [self](const HttpRequest& req) { return self->Serve(req); },
+      e->tls_.has_value() ? &*e->tls_ : nullptr);
   if (!server.ok()) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen ", listen, ": ", server.status().message()));
@@ -512,22 +554,80 @@ PrometheusExporter::~PrometheusExporter() {
   server_.reset();  // no request runs after this
 }
 
-bool PrometheusExporter::Authorized(const HttpRequest& req) const {
-  if (users_.empty()) return true;
+absl::Status PrometheusExporter::ReloadWebConfig() {
+  if (web_config_file_.empty()) return absl::OkStatus();
+  auto fail = [this](absl::Status s) {
+    metrics_->Counter(kWebConfigReloads).Add({{"result", "failure"}}).Increment();
+    return s;
+  };
+  auto config = LoadWebConfig(web_config_file_);
+  if (!config.ok()) return fail(config.status());
+  std::optional<TlsOptions> tls;
+  if (config->has_tls) {
+    auto t = LoadTlsOptions(*config);
+    if (!t.ok()) return fail(t.status());
+    tls = *std::move(t);
+  }
+  auto access = std::make_shared<Access>();
+  if (!config->users.empty()) {
+    access->bcrypt_users = std::make_unique<BasicAuthenticator>(std::move(config->users));
+  }
+  access->headers = std::move(config->headers);
+  if (tls != tls_) {
+    auto next = server_->Successor(tls.has_value() ? &*tls : nullptr);
+    if (!next.ok()) return fail(next.status());
+    // The new server takes over the socket once the old one is gone.
+    std::unique_ptr<HttpServer> old = std::exchange(server_, *std::move(next));
+    {
+      std::lock_guard lock(access_mu_);
+      access_ = access;
+    }
+    old.reset();
+    tls_ = std::move(tls);
+  } else {
+    std::lock_guard lock(access_mu_);
+    access_ = std::move(access);
+  }
+  metrics_->Counter(kWebConfigReloads).Add({{"result", "success"}}).Increment();
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const PrometheusExporter::Access> PrometheusExporter::CurrentAccess() const {
+  std::lock_guard lock(access_mu_);
+  return access_;
+}
+
+bool PrometheusExporter::Authorized(const HttpRequest& req, const Access& access) {
+  if (access.open()) return true;
   std::string user, password;
   if (!ParseBasicAuth(req.Header("authorization"), &user, &password)) return false;
+  if (access.bcrypt_users != nullptr) return access.bcrypt_users->Check(user, password);
   bool ok = false;
-  for (const auto& [u, p] : users_) ok |= u == user && SameSecret(p, password);
+  for (const auto& [u, p] : access.plain_users) ok |= u == user && SameSecret(p, password);
   return ok;
 }
 
 HttpResponse PrometheusExporter::Serve(const HttpRequest& req) const {
+  const std::shared_ptr<const Access> access = CurrentAccess();
+  HttpResponse r = Route(req, *access);
+  r.headers.insert(r.headers.end(), access->headers.begin(), access->headers.end());
+  const absl::string_view handler = req.path == "/metrics"   ? "metrics"
+                                    : req.path == "/healthz" ? "healthz"
+                                    : req.path == "/readyz"  ? "readyz"
+                                                             : "other";
+  metrics_->Counter(kHttpRequests)
+      .Add({{"handler", std::string(handler)}, {"code", absl::StrCat(r.status)}})
+      .Increment();
+  return r;
+}
+
+HttpResponse PrometheusExporter::Route(const HttpRequest& req, const Access& access) const {
   if (req.method != "GET" && req.method != "HEAD") {
     return Reply(405, "method not allowed\n", {{"Allow", "GET, HEAD"}});
   }
   if (req.path == "/healthz" || req.path == "/readyz") return Probe(health_, req.path);
   if (req.path != "/metrics") return Reply(404, "not found; see /metrics\n");
-  if (!Authorized(req)) {
+  if (!Authorized(req, access)) {
     return Reply(401, "unauthorized\n", {{"WWW-Authenticate", "Basic realm=\"fabricscope\""}});
   }
   return ServeMetrics(req);
