@@ -302,12 +302,15 @@ bool BcryptMatches(absl::string_view password, const std::string& hash) {
 }
 
 BasicAuthenticator::BasicAuthenticator(std::vector<std::pair<std::string, std::string>> users)
-    : users_(std::move(users)) {}
+    : users_(std::move(users)) {
+  // For unknown users: a well-formed hash that matches no password, at the
+  // cost of the first user's (so the time taken does not tell them apart).
+  const std::string cost = users_.empty() ? "10" : users_.front().second.substr(4, 2);
+  dummy_hash_ = absl::StrCat("$2y$", cost, "$", std::string(53, 'A'));
+}
 
 bool BasicAuthenticator::Check(const std::string& user, const std::string& password) const {
-  // A hash that matches nothing, for unknown users (same cost as a real one).
-  static const std::string kDummy = "$2y$10$" + std::string(53, 'A');
-  const std::string* hash = &kDummy;
+  const std::string* hash = &dummy_hash_;
   for (const auto& [u, h] : users_) {
     if (u == user) hash = &h;
   }
@@ -327,7 +330,7 @@ bool BasicAuthenticator::Check(const std::string& user, const std::string& passw
       return true;
     }
   }
-  const bool ok = BcryptMatches(password, *hash) && hash != &kDummy;
+  const bool ok = BcryptMatches(password, *hash) && hash != &dummy_hash_;
   if (ok && !key.empty()) {
     std::lock_guard lock(mu_);
     if (!cache_.contains(key)) {

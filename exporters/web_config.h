@@ -93,6 +93,7 @@ class BasicAuthenticator {
 
  private:
   std::vector<std::pair<std::string, std::string>> users_;
+  std::string dummy_hash_;  // checked for unknown users
   mutable std::mutex mu_;
   mutable std::list<std::string> lru_;  // guarded by mu_; front: most recent
   mutable absl::flat_hash_map<std::string, std::list<std::string>::iterator> cache_;  // mu_
