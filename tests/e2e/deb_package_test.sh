@@ -73,7 +73,7 @@ field() { dpkg-deb -f "$DEB" "$1"; }
 [ "$(field Architecture)" = "$ARCH" ] || fail "Architecture: $(field Architecture)"
 DEPENDS=$(field Depends)
 echo "Depends: $DEPENDS"
-for lib in 'libgrpc\+\+1' 'libgrpc[0-9]' libprotobuf libnl-3 libnl-route-3 libprometheus-cpp-pull libabsl libc6 'libstdc\+\+6' libhwloc; do
+for lib in 'libgrpc\+\+1' 'libgrpc[0-9]' libprotobuf libnl-3 libnl-route-3 libprometheus-cpp-core libmicrohttpd libyaml-cpp libabsl libc6 'libstdc\+\+6' libhwloc; do
   grep -Eq "(^|, )$lib[^,]* \(>= [^)]+\)" <<<"$DEPENDS" || fail "Depends lacks $lib (with a version): $DEPENDS"
 done
 grep -q 'conffiles' "$WORK/info" || fail "no conffiles in the control archive"
