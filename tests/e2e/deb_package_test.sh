@@ -102,7 +102,7 @@ grep -q '^ExecStart=/usr/bin/fabricscoped --config=/etc/fabricscope/fabricscoped
 # Man pages: every daemon flag documented.
 zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed 's/\\-/-/g' >"$WORK/fabricscoped.8"
 grep -q '^\.TH FABRICSCOPED "8"' "$WORK/fabricscoped.8" || fail "fabricscoped.8 has no .TH header"
-for flag in $("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9-]*\).*/\1/p'); do
+for flag in $("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p'); do
   grep -q -- "--$flag" "$WORK/fabricscoped.8" || fail "fabricscoped.8 does not document --$flag"
 done
 grep -q '^/etc/fabricscope/fabricscoped.conf' <(zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed -n '/^\.SH FILES/,$p' | sed -n 's/^\.I //p') ||
@@ -111,14 +111,14 @@ zcat "$WORK/x/usr/share/man/man1/fabricscope.1.gz" | grep -q 'correlate' || fail
 
 # --- 3. the default configuration --------------------------------------------
 CONF="$WORK/x/etc/fabricscope/fabricscoped.conf"
-want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9-]*\).*/\1/p' |
+want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p' |
   grep -vx 'config\|list-collectors\|dump-metrics-reference\|version\|help' | sort)
-got=$(sed -n 's/^#\([a-z][a-z0-9-]*\) =.*/\1/p' "$CONF" | sort)
+got=$(sed -n 's/^#\([a-z][a-z0-9.-]*\) =.*/\1/p' "$CONF" | sort)
 [ "$want" = "$got" ] || fail "the default config does not list exactly the daemon's options: $(diff <(echo "$want") <(echo "$got") || true)"
 grep -q '^#sysfs-root = /sys$' "$CONF" || fail "sysfs-root default missing"
 grep -q '^#metrics-listen = 0.0.0.0:9478$' "$CONF" || fail "metrics-listen default missing"
 [ -z "$(grep -v '^#' "$CONF" | grep -v '^$' || true)" ] || fail "the default config sets something (it must only comment)"
-sed 's/^#\([a-z][a-z0-9-]*\) =/\1 =/' "$CONF" >"$WORK/all.conf"
+sed 's/^#\([a-z][a-z0-9.-]*\) =/\1 =/' "$CONF" >"$WORK/all.conf"
 mkdir -p "$WORK/sys/class/infiniband" "$WORK/sys/class/net"
 start_daemon --config="$WORK/all.conf" --sysfs-root="$SRC/tests/fixtures/sysfs/root" --lldpd-socket=
 scrape >"$WORK/m" || fail "no scrape with the uncommented default config"
