@@ -100,7 +100,9 @@ cmp "$WORK/x/usr/share/fabricscope/grafana/fabricscope.json" "$SRC/deploy/grafan
 grep -q '^ExecStart=/usr/bin/fabricscoped --config=/etc/fabricscope/fabricscoped.conf ' \
   "$WORK/x/lib/systemd/system/fabricscoped.service" || fail "the unit does not run /usr/bin/fabricscoped with the packaged config"
 # Man pages: every daemon flag documented.
-zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed 's/\\-/-/g' >"$WORK/fabricscoped.8"
+# (help2man sets only the part of a flag before a '.' in bold: drop the font
+# changes.)
+zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed 's/\\-/-/g; s/\\f[BIRP]//g' >"$WORK/fabricscoped.8"
 grep -q '^\.TH FABRICSCOPED "8"' "$WORK/fabricscoped.8" || fail "fabricscoped.8 has no .TH header"
 for flag in $("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p'); do
   grep -q -- "--$flag" "$WORK/fabricscoped.8" || fail "fabricscoped.8 does not document --$flag"
