@@ -9,8 +9,8 @@
 // Bounds: a fixed pool of kThreads worker threads multiplexes the connections
 // (non-blocking sockets: a peer that never reads its answer or never sends a
 // request holds a connection slot, not a thread), at most kMaxConnections
-// connections, kMaxConnectionMemory bytes of request buffer each (longer
-// headers are answered 431 by the library), and a connection idle for
+// connections, kMaxConnectionMemory bytes of request buffer each (a longer
+// request line or header block is refused by the library), and a connection idle for
 // kIdleTimeoutSeconds is closed.
 //
 // TLS (TlsOptions): certificate and key in PEM; with a client CA, clients are

@@ -66,6 +66,13 @@ TEST(HttpServerTest, PassesTheRequestAndSendsTheResponse) {
       Exchange((*server)->port(), "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_THAT(b, StartsWith("HTTP/1.1 404"));
   EXPECT_EQ(calls.load(), 2);
+
+  // A header block beyond the per-connection buffer never reaches the handler.
+  const std::string c = Exchange(
+      (*server)->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                             std::string(2 * HttpServer::kMaxConnectionMemory, 'a') + "\r\n\r\n");
+  EXPECT_THAT(c, StartsWith("HTTP/1.1 431"));
+  EXPECT_EQ(calls.load(), 2);
 }
 
 TEST(HttpServerTest, SuccessorServesOnTheSameSocket) {
