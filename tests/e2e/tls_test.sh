@@ -151,6 +151,21 @@ done
   fail "removed user still accepted"
 stop_daemon
 
+# The deprecated --metrics-auth-file still works for this release (plain
+# HTTP, plain passwords), with a warning; it cannot be combined with the file.
+printf '# scrapers\nprometheus:s3cret-pass\n' >auth.txt
+start_daemon --sysfs-root="$WORK/sys" --metrics-auth-file=auth.txt
+[ "$(code -u prometheus:s3cret-pass "http://$METRICS_ADDR/metrics")" = 200 ] ||
+  fail "deprecated auth file: right password refused"
+[ "$(code -u prometheus:wrong "http://$METRICS_ADDR/metrics")" = 401 ] ||
+  fail "deprecated auth file: wrong password not 401"
+grep -q 'metrics-auth-file is deprecated' "$WORK/daemon.log" || fail "no deprecation warning"
+stop_daemon
+rc=0
+"$DAEMON" "${ROOT_ARGS[@]}" --sysfs-root="$WORK/sys" --metrics-listen=127.0.0.1:0 \
+  --grpc-listen=127.0.0.1:0 --metrics-auth-file=auth.txt --web.config.file=web.yml >/dev/null 2>err.txt || rc=$?
+[ "$rc" = 1 ] && grep -q "cannot be combined" err.txt || fail "auth file + web config: rc=$rc $(cat err.txt)"
+
 # Bad security config is a startup error that names the option.
 rc=0
 "$DAEMON" "${ROOT_ARGS[@]}" --sysfs-root="$WORK/sys" --metrics-listen=127.0.0.1:0 \
