@@ -543,9 +543,16 @@ const std::vector<Option>& Options() {
              "PEM CA bundle: gRPC clients must present a certificate it signed (mutual TLS). "
              "Needs --grpc-tls-cert.",
              kRestart, &Config::grpc_tls_client_ca),
+      String("web.config.file", "FILE",
+             "Exporter-toolkit web config (YAML, as node_exporter's): tls_server_config "
+             "(HTTPS, client certificates), basic_auth_users (bcrypt) and "
+             "http_server_config.headers for /metrics, /healthz and /readyz (the probes need "
+             "no credentials). SIGHUP re-reads the file; a bad file keeps the running "
+             "settings. Empty: plain HTTP, no auth.",
+             kRestart, &Config::web_config_file),
       String("metrics-auth-file", "FILE",
-             "\"user:password\" lines: /metrics requires HTTP basic auth (/healthz and /readyz "
-             "stay open). Plain HTTP: terminate TLS in front of the daemon (see deploy/README.md). "
+             "Deprecated (removed in the next release): use --web.config.file's "
+             "basic_auth_users. \"user:password\" lines: /metrics requires HTTP basic auth. "
              "Empty: no auth.",
              kRestart, &Config::metrics_auth_file),
 

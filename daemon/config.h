@@ -99,7 +99,8 @@ struct Config {
   std::string grpc_tls_cert;
   std::string grpc_tls_key;
   std::string grpc_tls_client_ca;
-  std::string metrics_auth_file;
+  std::string metrics_auth_file;  // deprecated: web_config_file's basic_auth_users
+  std::string web_config_file;
 
   // Privileges (daemon/privileges.h): refuse root unless allowed; or switch
   // to run_as_user after binding.

@@ -37,26 +37,6 @@ const MetricSpec& kReloads = DefineMetric(
      .labels = {"result"},
      .component = "daemon"});
 
-// prometheus-cpp's exposer serves these itself; declared so the reference is complete.
-const MetricSpec& kExposerBytes =
-    DefineMetric({.name = "exposer_transferred_bytes_total",
-                  .type = MetricType::kCounter,
-                  .help = "Transferred bytes to metrics services (served by prometheus-cpp).",
-                  .labels = {},
-                  .component = "prometheus-cpp"});
-const MetricSpec& kExposerScrapes =
-    DefineMetric({.name = "exposer_scrapes_total",
-                  .type = MetricType::kCounter,
-                  .help = "Number of times metrics were scraped (served by prometheus-cpp).",
-                  .labels = {},
-                  .component = "prometheus-cpp"});
-const MetricSpec& kExposerLatencies = DefineMetric(
-    {.name = "exposer_request_latencies",
-     .type = MetricType::kSummary,
-     .help = "Latencies of serving scrape requests, in microseconds (served by prometheus-cpp).",
-     .labels = {"quantile"},
-     .component = "prometheus-cpp"});
-
 const MetricSpec& kStateRestored = DefineMetric(
     {.name = "fabricscope_state_restored",
      .type = MetricType::kGauge,
@@ -174,7 +154,8 @@ absl::Status Daemon::Init() {
   }
 
   auto exporter = PrometheusExporter::Start(
-      config_.metrics_listen, {config_.metrics_auth_file}, &metrics_, store_.get(), &ports_,
+      config_.metrics_listen, {config_.metrics_auth_file, config_.web_config_file}, &metrics_,
+      store_.get(), &ports_,
       [this]() -> HealthStatus {
         const Scheduler::Health h = scheduler_->CheckHealth(clock_->SteadyNow());
         return {h.live, h.ready, h.detail};
@@ -251,8 +232,14 @@ absl::Status Daemon::Init() {
        {"collectors", absl::StrJoin(names, ",")},
        {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
   if (config_.replay_file.empty()) WarnAboutSysfsRoot();
+  if (!config_.metrics_auth_file.empty()) {
+    Log(LogLevel::kWarn, "daemon",
+        "--metrics-auth-file is deprecated and goes in the next release: use --web.config.file "
+        "with basic_auth_users (bcrypt hashes, e.g. htpasswd -nBC 10 USER)",
+        {});
+  }
   Log(LogLevel::kInfo, "daemon", "serving metrics",
-      {{"address", exporter_->address()}, {"path", "/metrics"}});
+      {{"address", exporter_->address()}, {"path", "/metrics"}, {"scheme", exporter_->scheme()}});
   Log(LogLevel::kInfo, "daemon", "serving grpc", {{"address", grpc_server_->address()}});
   return absl::OkStatus();
 }
@@ -396,6 +383,14 @@ absl::Status Daemon::CheckStateDir() const {
 }
 
 void Daemon::Reload() {
+  // The web config file's contents (its name is restart-only), reloaded
+  // even when the config file is bad.
+  if (absl::Status s = exporter_->ReloadWebConfig(); !s.ok()) {
+    Log(LogLevel::kError, "daemon", "web config reload failed; keeping the running settings",
+        {{"error", std::string(s.message())}});
+  } else if (!config_.web_config_file.empty()) {
+    Log(LogLevel::kInfo, "daemon", "web config reloaded", {{"file", config_.web_config_file}});
+  }
   auto fresh = ReloadConfig(command_line_.config.config_file, command_line_.flag_args);
   if (!fresh.ok()) {
     metrics_.Counter(kReloads).Add({{"result", "failure"}}).Increment();

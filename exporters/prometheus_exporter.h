@@ -1,4 +1,4 @@
-// The Prometheus /metrics endpoint (prometheus-cpp Exposer over civetweb).
+// The Prometheus /metrics endpoint (exporters/http_server.h: libmicrohttpd).
 //
 // Two sources are rendered on every scrape:
 //  - the self-metrics registry (MetricsRegistry), and
@@ -8,20 +8,24 @@
 //    store's own size metrics.
 // Nothing is reset on scrape, so any number of scrapers see consistent values.
 //
-// Thread-safety: civetweb serves scrapes on its own threads; rendering only
-// reads store snapshots, so a slow or stuck scraper never delays a poll.
+// Thread-safety: the HTTP server's workers serve scrapes on their own threads;
+// rendering only reads store snapshots, so a slow or stuck scraper never
+// delays a poll.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "exporters/http_server.h"
 #include "exporters/metrics_profile.h"
+#include "exporters/web_config.h"
 #include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
@@ -63,26 +67,34 @@ struct HealthStatus {
 };
 using HealthFn = std::function<HealthStatus()>;
 
+// Serves /metrics, /healthz and /readyz (exporters/http_server.h).
+//
+// Access control for /metrics comes from the exporter-toolkit web config file
+// (exporters/web_config.h): HTTPS with optional client certificates, bcrypt
+// basic auth and extra response headers; ReloadWebConfig re-reads it (SIGHUP)
+// and keeps the running settings when the new file is bad. The probes answer
+// without credentials (but over TLS when TLS is on, and with the headers).
+// The deprecated --metrics-auth-file ("user:password" lines, plain
+// passwords) still works for one release and cannot be combined with the
+// file.
+//
+// Thread-safety: requests are served concurrently on the server's threads;
+// ReloadWebConfig and the destructor run on one other thread (the daemon's
+// main thread), never concurrently with each other.
 class PrometheusExporter {
  public:
-  static constexpr int kHttpThreads = 8;
-  static constexpr int kHttpRequestTimeoutMs = 5000;
   // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
-  // `health` (may be empty: always healthy) answers /healthz and /readyz; one
-  // process serves at most one health function (the last exporter started
-  // with one; civetweb's callbacks carry no user data of ours).
+  // `health` (may be empty: always healthy) answers /healthz and /readyz.
   static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
                                                                    MetricsRegistry* metrics,
                                                                    const Store* store,
                                                                    const PortInventory* ports,
                                                                    HealthFn health = {});
-  // The same with access control for /metrics: `auth_file` ("user:password"
-  // lines, '#' comments) requires HTTP basic auth on /metrics (the probes stay
-  // open). No HTTPS here: Debian 12's civetweb 1.15 fails every TLS request
-  // after the handshake with OpenSSL 3 (its own `civetweb` binary too), so
-  // TLS for /metrics is terminated in front of the daemon (deploy/README.md).
   struct Security {
+    // Deprecated: "user:password" lines ('#' comments): basic auth on /metrics.
     std::string auth_file;
+    // The exporter-toolkit web config file; empty: plain HTTP, no auth.
+    std::string web_config_file;
   };
   // `profile` selects what /metrics exports (exporters/metrics_profile.h);
   // it filters the self-metrics and the store's families alike.
@@ -92,16 +104,45 @@ class PrometheusExporter {
       MetricsProfile profile = MetricsProfile::kFull);
   ~PrometheusExporter();
 
+  // Re-reads the web config file (no-op without one). An error (counted in
+  // fabricscope_web_config_reloads_total{result="failure"}) keeps the running
+  // settings. A change of the TLS settings or files starts a new server on the
+  // same listening socket; connections in flight on the old one are closed.
+  absl::Status ReloadWebConfig();
+
   // The bound address with the real port, e.g. "127.0.0.1:40123".
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return server_->address(); }
+  // "https" while TLS is on, else "http".
+  std::string scheme() const { return tls_.has_value() ? "https" : "http"; }
 
  private:
+  // What a request needs from the web config: swapped whole on a reload.
+  struct Access {
+    std::unique_ptr<BasicAuthenticator> bcrypt_users;              // null: none
+    std::vector<std::pair<std::string, std::string>> plain_users;  // deprecated file
+    std::vector<std::pair<std::string, std::string>> headers;
+    bool open() const { return bcrypt_users == nullptr && plain_users.empty(); }
+  };
   PrometheusExporter() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  // Every request: the probes, /metrics (after the access check), else 404;
+  // the configured headers are added to every answer.
+  HttpResponse Serve(const HttpRequest& req) const;
+  HttpResponse Route(const HttpRequest& req, const Access& access) const;
+  // GET /metrics: the self-metrics and the store's families.
+  HttpResponse ServeMetrics(const HttpRequest& req) const;
+  // Whether `req` carries credentials that `access` accepts.
+  static bool Authorized(const HttpRequest& req, const Access& access);
+  std::shared_ptr<const Access> CurrentAccess() const;
+
+  MetricsRegistry* metrics_ = nullptr;
   std::shared_ptr<prometheus::Collectable> store_collectable_;
   std::shared_ptr<prometheus::Collectable> metrics_collectable_;
-  std::string address_;
-  std::unique_ptr<HealthFn> health_;
+  HealthFn health_;
+  std::string web_config_file_;
+  mutable std::mutex access_mu_;
+  std::shared_ptr<const Access> access_;  // guarded by access_mu_; never null
+  std::optional<TlsOptions> tls_;         // what server_ runs with
+  std::unique_ptr<HttpServer> server_;    // last: stopped before the rest goes
 };
 
 }  // namespace fabricscope

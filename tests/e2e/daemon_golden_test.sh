@@ -22,8 +22,8 @@
 #    vanished series still shows in the diff): poll and correlation duration
 #    histograms (buckets, sum, count), scheduler ticks and overruns (how many
 #    ticks ran before the scrape), the start time, the store's bytes, samples
-#    and retention (they grow with every tick), and every exposer_* metric
-#    (prometheus-cpp's own scrape counters, byte counts and latencies). In
+#    and retention (they grow with every tick), and the HTTP server's request
+#    counts (fabricscope_http_requests_total: how often the test polled). In
 #    fabricscope_build_info the revision label is masked (it is the commit).
 #  - The host's network interfaces. The netdev and dcb_config collectors ask
 #    the kernel about the fixture's netdev names (ens1f0np0: the netdev of an
@@ -116,7 +116,7 @@ promtool_check "$WORK/scrape"
 # the families are sorted by name (HELP, TYPE, then the sample lines) and
 # their sample lines sorted. Masking: sample lines of the volatile families
 # keep name and labels, the value becomes <masked>.
-volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|exposer_[a-z_]+)(_bucket|_sum|_count)?[{ ]'
+volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
 python3 - "$volatile" "$WORK/scrape" >"$WORK/actual" <<'PY'
 import re, sys
 volatile = re.compile(sys.argv[1])

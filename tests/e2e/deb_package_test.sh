@@ -73,7 +73,7 @@ field() { dpkg-deb -f "$DEB" "$1"; }
 [ "$(field Architecture)" = "$ARCH" ] || fail "Architecture: $(field Architecture)"
 DEPENDS=$(field Depends)
 echo "Depends: $DEPENDS"
-for lib in 'libgrpc\+\+1' 'libgrpc[0-9]' libprotobuf libnl-3 libnl-route-3 libprometheus-cpp-pull libabsl libc6 'libstdc\+\+6' libhwloc; do
+for lib in 'libgrpc\+\+1' 'libgrpc[0-9]' libprotobuf libnl-3 libnl-route-3 libprometheus-cpp-core libmicrohttpd libyaml-cpp libabsl libc6 'libstdc\+\+6' libhwloc; do
   grep -Eq "(^|, )$lib[^,]* \(>= [^)]+\)" <<<"$DEPENDS" || fail "Depends lacks $lib (with a version): $DEPENDS"
 done
 grep -q 'conffiles' "$WORK/info" || fail "no conffiles in the control archive"
@@ -100,9 +100,11 @@ cmp "$WORK/x/usr/share/fabricscope/grafana/fabricscope.json" "$SRC/deploy/grafan
 grep -q '^ExecStart=/usr/bin/fabricscoped --config=/etc/fabricscope/fabricscoped.conf ' \
   "$WORK/x/lib/systemd/system/fabricscoped.service" || fail "the unit does not run /usr/bin/fabricscoped with the packaged config"
 # Man pages: every daemon flag documented.
-zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed 's/\\-/-/g' >"$WORK/fabricscoped.8"
+# (help2man sets only the part of a flag before a '.' in bold: drop the font
+# changes.)
+zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed 's/\\-/-/g; s/\\f[BIRP]//g' >"$WORK/fabricscoped.8"
 grep -q '^\.TH FABRICSCOPED "8"' "$WORK/fabricscoped.8" || fail "fabricscoped.8 has no .TH header"
-for flag in $("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9-]*\).*/\1/p'); do
+for flag in $("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p'); do
   grep -q -- "--$flag" "$WORK/fabricscoped.8" || fail "fabricscoped.8 does not document --$flag"
 done
 grep -q '^/etc/fabricscope/fabricscoped.conf' <(zcat "$WORK/x/usr/share/man/man8/fabricscoped.8.gz" | sed -n '/^\.SH FILES/,$p' | sed -n 's/^\.I //p') ||
@@ -111,14 +113,14 @@ zcat "$WORK/x/usr/share/man/man1/fabricscope.1.gz" | grep -q 'correlate' || fail
 
 # --- 3. the default configuration --------------------------------------------
 CONF="$WORK/x/etc/fabricscope/fabricscoped.conf"
-want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9-]*\).*/\1/p' |
+want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p' |
   grep -vx 'config\|list-collectors\|dump-metrics-reference\|version\|help' | sort)
-got=$(sed -n 's/^#\([a-z][a-z0-9-]*\) =.*/\1/p' "$CONF" | sort)
+got=$(sed -n 's/^#\([a-z][a-z0-9.-]*\) =.*/\1/p' "$CONF" | sort)
 [ "$want" = "$got" ] || fail "the default config does not list exactly the daemon's options: $(diff <(echo "$want") <(echo "$got") || true)"
 grep -q '^#sysfs-root = /sys$' "$CONF" || fail "sysfs-root default missing"
 grep -q '^#metrics-listen = 0.0.0.0:9478$' "$CONF" || fail "metrics-listen default missing"
 [ -z "$(grep -v '^#' "$CONF" | grep -v '^$' || true)" ] || fail "the default config sets something (it must only comment)"
-sed 's/^#\([a-z][a-z0-9-]*\) =/\1 =/' "$CONF" >"$WORK/all.conf"
+sed 's/^#\([a-z][a-z0-9.-]*\) =/\1 =/' "$CONF" >"$WORK/all.conf"
 mkdir -p "$WORK/sys/class/infiniband" "$WORK/sys/class/net"
 start_daemon --config="$WORK/all.conf" --sysfs-root="$SRC/tests/fixtures/sysfs/root" --lldpd-socket=
 scrape >"$WORK/m" || fail "no scrape with the uncommented default config"

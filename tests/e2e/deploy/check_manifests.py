@@ -42,7 +42,7 @@ if len(docs) < 10:
     problem(f"expected at least 10 YAML files under deploy/, found {sorted(docs)}")
 
 help_text = open(HELP).read()
-help_flags = set(re.findall(r"^  --([a-z0-9-]+)", help_text, re.M))
+help_flags = set(re.findall(r"^  --([a-z0-9.-]+)", help_text, re.M))
 if len(help_flags) < 20:
     problem(f"could not read the flags from --help ({sorted(help_flags)})")
 reference = open(REFERENCE).read()
@@ -75,7 +75,7 @@ def check_flags(where, args):
     """Every --flag in args exists in --help; returns {flag: value}."""
     values = {}
     for a in args:
-        m = re.fullmatch(r"--([a-z0-9-]+)(?:=(.*))?", a)
+        m = re.fullmatch(r"--([a-z0-9.-]+)(?:=(.*))?", a)
         if not m:
             continue
         if m.group(1) not in help_flags:
