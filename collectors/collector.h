@@ -99,6 +99,14 @@ struct CollectorOptions {
   NetdevFilter netdev_include;
   // hw_counters names the rdma_sysfs collector reads every hot tick.
   std::vector<std::string> hot_counters = DefaultHotCounters();
+  // rdma_netlink: optional hw counters to enable on every port
+  // (--rdma-enable-optional-counters; needs CAP_NET_ADMIN; empty: none).
+  std::vector<std::string> rdma_enable_optional_counters;
+  // rdma_netlink: per-process QP counters by auto mode by PID
+  // (--rdma-per-process; needs CAP_NET_ADMIN).
+  bool rdma_per_process = false;
+  // Where rdma_netlink reads process names (PROC/PID/comm); tests change it.
+  std::string proc_root = "/proc";
   // The topology collector's sources (collectors/topology_collector.h).
   // lldpd's control socket (--lldpd-socket; empty: no LLDP source).
   std::string lldpd_socket = "/run/lldpd.socket";

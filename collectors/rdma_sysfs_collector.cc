@@ -113,9 +113,17 @@ size_t RdmaSysfsCollector::OpenFilesForTest(Tier tier) const {
 // Tier side: runs on the tier's thread, touches only its TierState.
 
 void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
+  const uint64_t claims = ports_->HwCountersClaimsGeneration();
+  if (claims != ts.claims_generation) {
+    ts.claims_generation = claims;
+    for (TierFile& f : ts.files) {
+      f.claimed =
+          f.spec->hw_counter && ports_->HwCountersClaimed(ts.devices[f.device].name, f.spec->port);
+    }
+  }
   for (size_t i = 0; i < ts.files.size(); ++i) {
     TierFile& f = ts.files[i];
-    if (!f.file.is_open()) continue;
+    if (!f.file.is_open() || f.claimed) continue;
     absl::StatusOr<uint64_t> v = f.file.Read();
     if (v.ok()) {
       ctx.Append(f.spec->id, *v);
@@ -239,6 +247,7 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
   ts.devices = std::move(devices);
   ts.topo = std::move(topo);
   ts.generation = generation;
+  ts.claims_generation = UINT64_MAX;  // the files changed: re-check their claims
 }
 
 // ---------------------------------------------------------------------------
@@ -470,7 +479,8 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       if (!keep[i]) continue;
       Candidate& c = candidates[i];
       SeriesId id = store_->Register(c.key, c.signal);
-      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id});
+      const bool hw = c.key.source == "hw_counters";
+      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id, port, hw});
     }
   }
   return d;

@@ -11,6 +11,9 @@
 //                stat of class/infiniband) for hot-plug
 //   config tier  the rescan again, plus a re-read of the port attributes
 //                (state, rate, link_layer, netdev) for fabricscope_port_info
+// The hw_counters files of a port the rdma_netlink collector claims
+// (PortInventory::SetHwCountersClaim) are not read while the claim holds:
+// netlink then writes those series (same SeriesKey, same ids), never both.
 // Each file becomes one series, SeriesKey{source = "hw_counters" | "counters" |
 // "counters_ext", name = file name, device, port, netdev}, resolved once
 // through the signal table (MapCounter); a file no rule maps is skipped (debug
@@ -107,6 +110,8 @@ class RdmaSysfsCollector final : public Collector {
   struct CounterSpec {
     std::string path;
     SeriesId id = kInvalidSeries;
+    uint32_t port = 0;
+    bool hw_counter = false;  // under hw_counters/: skipped while rdma_netlink claims the port
   };
   struct DeviceEntry {
     std::string name;
@@ -134,6 +139,7 @@ class RdmaSysfsCollector final : public Collector {
     uint32_t device = 0;                // index into TierState::devices
     CounterFile file;
     bool disabled = false;  // unsupported / permission denied: not asked again
+    bool claimed = false;   // its port's hw_counters come from rdma_netlink: not read
   };
   struct TierDevice {
     std::string name;
@@ -141,6 +147,8 @@ class RdmaSysfsCollector final : public Collector {
   };
   struct TierState {
     uint64_t generation = 0;
+    // PortInventory::HwCountersClaimsGeneration() the `claimed` flags reflect.
+    uint64_t claims_generation = UINT64_MAX;
     std::shared_ptr<const Topology> topo;
     std::vector<TierDevice> devices;
     std::vector<TierFile> files;

@@ -3,6 +3,7 @@
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_collector.h"
 #include "collectors/netdev_collector.h"
+#include "collectors/rdma_netlink_collector.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "collectors/registry.h"
 #include "collectors/topology_collector.h"
@@ -21,6 +22,8 @@ absl::Status RegisterAllCollectors(CollectorRegistry& registry) {
   // One line per collector, however long.
   // clang-format off
   s.Update(registry.Register("rdma_sysfs", RdmaSysfsCollector::kDescription, RdmaSysfsCollector::Create));
+  // rdma_netlink claims ports from the inventory and must poll after rdma_sysfs in each tick.
+  s.Update(registry.Register("rdma_netlink", RdmaNetlinkCollector::kDescription, RdmaNetlinkCollector::Create, reads_ports));
   s.Update(registry.Register("netdev", NetdevCollector::kDescription, NetdevCollector::Create, reads_ports));
   s.Update(registry.Register("ethtool", EthtoolCollector::kDescription, EthtoolCollector::Create, reads_ports));
   s.Update(registry.Register("dcb_config", DcbConfigCollector::kDescription, DcbConfigCollector::Create, reads_ports));

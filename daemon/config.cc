@@ -317,6 +317,18 @@ const std::vector<Option>& Options() {
            "Comma-separated hw_counters names read in the hot tier; the rest of hw_counters is "
            "read in the medium tier.",
            kRestart, &Config::hot_counters),
+      List("rdma-enable-optional-counters",
+           "Comma-separated optional RDMA hw counters (e.g. mlx5 cc_rx_ce_pkts) the rdma_netlink "
+           "collector enables on every port at discovery, in addition to those already enabled. "
+           "Needs CAP_NET_ADMIN (e.g. systemd AmbientCapabilities=CAP_NET_ADMIN); without it "
+           "the kernel refuses (counted as permission_denied). Empty changes nothing.",
+           kRestart, &Config::rdma_enable_optional_counters),
+      Bool("rdma-per-process",
+           "Per-process RDMA QP counters: the rdma_netlink collector sets auto mode by PID on "
+           "every port (each process's QPs get a counter object) and exports the top processes "
+           "by retransmits/out-of-sequence per port, the rest as process=\"other\". Needs "
+           "CAP_NET_ADMIN (e.g. systemd AmbientCapabilities=CAP_NET_ADMIN).",
+           kRestart, &Config::rdma_per_process),
       String("netdev-include", "REGEX",
              "Extra network interfaces for the netdev collector (ECMAScript regex, full match), "
              "besides the netdevs of RDMA ports.",
@@ -756,6 +768,8 @@ absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config
   }
   options.netdev_include = *std::move(include);
   options.hot_counters = config.hot_counters;
+  options.rdma_enable_optional_counters = config.rdma_enable_optional_counters;
+  options.rdma_per_process = config.rdma_per_process;
   options.lldpd_socket = config.lldpd_socket;
   options.ib_mad_topology = config.ib_mad_topology;
   options.topology_file = config.topology_file;

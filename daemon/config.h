@@ -56,6 +56,10 @@ struct Config {
   std::vector<std::string> collectors;
   // rdma_sysfs hot set (hw_counters names read every hot tick).
   std::vector<std::string> hot_counters = DefaultHotCounters();  // core/hot_counters.h
+  // rdma_netlink: optional hw counters to enable (needs CAP_NET_ADMIN).
+  std::vector<std::string> rdma_enable_optional_counters;
+  // rdma_netlink: per-process QP counters (auto mode by PID; CAP_NET_ADMIN).
+  bool rdma_per_process = false;
   // netdev: extra interfaces (regex, full match) besides the RDMA netdevs.
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.

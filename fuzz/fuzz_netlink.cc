@@ -11,8 +11,15 @@
 //  - the dcbnl DCB_CMD_IEEE_GET reply (collectors/dcb_config_collector.h,
 //    ParseDcbIeeeGetReply), fed each message that passes nlmsg_ok() like
 //    KernelDcbSource::PfcEnabled does.
+//  - the RDMA netlink replies (collectors/rdma_netlink.h): ScanNetlinkReplies
+//    with the first message's sequence number and type (RdmaNetlinkTransport's
+//    receive side), then every reply parser (device dump, STAT_GET,
+//    STAT_GET_STATUS, the QP counter objects dump) on the gathered answer and
+//    on the raw buffer; their bounds (entries per nest, name length) are
+//    checked.
 // The input is one receive buffer (one or more netlink messages). The genl
-// and dcbnl family headers are both 4 bytes, so one corpus serves both.
+// and dcbnl family headers are both 4 bytes, so one corpus serves both; RDMA
+// netlink messages have no family header.
 #include <linux/dcbnl.h>
 #include <linux/ethtool_netlink.h>
 #include <netlink/genl/genl.h>
@@ -27,6 +34,7 @@
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_netlink.h"
 #include "collectors/netlink_transaction.h"
+#include "collectors/rdma_netlink.h"
 #include "fuzz/fuzz_check.h"
 
 namespace {
@@ -76,11 +84,52 @@ void Ethtool(const uint8_t* data, size_t size) {
   }
 }
 
+void RdmaParsers(const std::vector<uint8_t>& replies) {
+  using fabricscope::kRdmaNlMaxCounters;
+  using fabricscope::kRdmaNlMaxName;
+  using fabricscope::kRdmaNlMaxObjects;
+  if (auto d = fabricscope::ParseRdmaDeviceDump(replies); d.ok()) {
+    FUZZ_CHECK(d->size() <= kRdmaNlMaxObjects);
+    for (const auto& dev : *d) FUZZ_CHECK(!dev.name.empty() && dev.name.size() <= kRdmaNlMaxName);
+  }
+  if (auto st = fabricscope::ParseRdmaStatGet(replies); st.ok()) {
+    FUZZ_CHECK(st->counters.size() <= kRdmaNlMaxCounters);
+    for (const auto& c : st->counters)
+      FUZZ_CHECK(!c.name.empty() && c.name.size() <= kRdmaNlMaxName);
+  }
+  if (auto status = fabricscope::ParseRdmaStatStatus(replies); status.ok()) {
+    FUZZ_CHECK(status->size() <= kRdmaNlMaxCounters);
+    for (const auto& c : *status) FUZZ_CHECK(c.optional || c.enabled);
+  }
+  if (auto qp = fabricscope::ParseRdmaQpCounterDump(replies); qp.ok()) {
+    FUZZ_CHECK(qp->size() <= kRdmaNlMaxObjects);
+    for (const auto& c : *qp) {
+      FUZZ_CHECK(c.counters.size() <= kRdmaNlMaxCounters);
+      FUZZ_CHECK(c.kern_name.size() <= kRdmaNlMaxName);
+    }
+  }
+}
+
+void Rdma(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> raw(data, data + size);
+  RdmaParsers(raw);
+  if (size < sizeof(nlmsghdr)) return;
+  nlmsghdr first;
+  memcpy(&first, data, sizeof first);
+  std::vector<uint64_t> buf = Buffer(data, size);
+  std::vector<uint8_t> reply;
+  fabricscope::NetlinkScan scan = fabricscope::ScanNetlinkReplies(
+      reinterpret_cast<unsigned char*>(buf.data()), static_cast<int>(size), first.nlmsg_seq,
+      first.nlmsg_type, "fuzz", &reply);
+  if (scan.kind == fabricscope::NetlinkScan::kComplete) RdmaParsers(reply);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1 << 16) return 0;
   Ethtool(data, size);
+  Rdma(data, size);
   std::vector<uint64_t> storage = Buffer(data, size);
   int n = static_cast<int>(size);
   for (nlmsghdr* h = reinterpret_cast<nlmsghdr*>(storage.data()); nlmsg_ok(h, n);

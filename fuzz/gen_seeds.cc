@@ -8,7 +8,9 @@
 //                     AnyValue type, resource attributes)
 //   fuzz_netlink      ethtool genl PAUSE_GET / FEC_GET replies and a dcbnl
 //                     DCB_CMD_IEEE_GET reply, laid out like the kernel's
-//                     (built with libnl)
+//                     (built with libnl); RDMA netlink replies (device dump,
+//                     STAT_GET, STAT_GET_STATUS, QP counter objects) served
+//                     by the fake kernel of collectors/rdma_netlink_fake.h
 //   fuzz_recording    sample, span and incident lines written by the recording writer
 //   fuzz_config       one file setting every option to its default (from
 //                     HelpText(), each line checked with ApplyConfigText)
@@ -39,6 +41,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/ib_mad.h"
+#include "collectors/rdma_netlink.h"
+#include "collectors/rdma_netlink_fake.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
 #include "daemon/state/snapshot.h"
@@ -282,6 +286,29 @@ void Netlink() {
   }
   // One receive buffer holding several messages, as nl_recv may return.
   Write("fuzz_netlink", "multi", pause + fec + dcb);
+  // RDMA netlink answers as the fake kernel lays them out (the UAPI's nests).
+  {
+    fabricscope::FakeRdmaNetlinkKernel kernel;
+    fabricscope::FakeRdmaPort port{.port = 1};
+    port.counters = {{"out_of_sequence", 340}, {"rp_cnp_handled", 1ull << 40}};
+    port.optional = {{"cc_rx_ce_pkts", 3, true}, {"cc_tx_cnp_pkts", 4, false}};
+    port.qp_counters = {{.id = 1, .pid = 4242, .qps = 2, .counters = {{"out_of_sequence", 9}}}};
+    kernel.AddDevice({.index = 1, .name = "mlx5_0", .ports = {port}});
+    auto t = kernel.NewTransport();
+    const std::pair<const char*, nl_msg*> requests[] = {
+        {"rdma_device_dump", fabricscope::BuildRdmaDeviceDump()},
+        {"rdma_stat_get", fabricscope::BuildRdmaStatGet(1, 1)},
+        {"rdma_stat_status", fabricscope::BuildRdmaStatGetStatus(1, 1)},
+        {"rdma_qp_counters", fabricscope::BuildRdmaQpCounterDump(1)},
+    };
+    for (const auto& [name, request] : requests) {
+      std::vector<uint8_t> replies;
+      if (t->Exchange(request, &replies).ok()) {
+        Write("fuzz_netlink", name, std::string(replies.begin(), replies.end()));
+      }
+      nlmsg_free(request);
+    }
+  }
   // Regression: an NLMSG_ERROR whose error is INT_MIN. The collectors negated
   // it to get the errno (collectors/ethtool_netlink.cc, dcb_config_collector.cc,
   // netdev_collector.cc): signed overflow. Now NetlinkErrno (netlink_util.h).

@@ -34,6 +34,25 @@ HostTopology PortInventory::Topology() const {
   return topology_;
 }
 
+void PortInventory::SetHwCountersClaim(const std::string& device, uint32_t port, bool claimed) {
+  std::lock_guard lock(mu_);
+  auto key = std::make_pair(device, port);
+  auto it = std::find(hw_claims_.begin(), hw_claims_.end(), key);
+  if ((it != hw_claims_.end()) == claimed) return;
+  if (claimed) {
+    hw_claims_.push_back(std::move(key));
+  } else {
+    hw_claims_.erase(it);
+  }
+  claims_generation_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool PortInventory::HwCountersClaimed(const std::string& device, uint32_t port) const {
+  std::lock_guard lock(mu_);
+  return std::find(hw_claims_.begin(), hw_claims_.end(), std::make_pair(device, port)) !=
+         hw_claims_.end();
+}
+
 const char* PciRelationName(PciRelation relation) {
   switch (relation) {
     case PciRelation::kPix:

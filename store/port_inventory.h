@@ -29,9 +29,11 @@
 // outlives.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -139,10 +141,24 @@ class PortInventory {
   void SetTopology(HostTopology topology);
   HostTopology Topology() const;
 
+  // hw_counters source of a port: the rdma_netlink collector claims the ports
+  // whose hardware counters it reads over RDMA netlink, and rdma_sysfs skips
+  // the hw_counters files of a claimed port, so that each series has exactly
+  // one writer (collectors/rdma_netlink_collector.h). Unclaimed: sysfs.
+  void SetHwCountersClaim(const std::string& device, uint32_t port, bool claimed);
+  bool HwCountersClaimed(const std::string& device, uint32_t port) const;
+  // Bumped by every change of a claim: a reader re-checks its ports only when
+  // it moved (one atomic load per tick).
+  uint64_t HwCountersClaimsGeneration() const {
+    return claims_generation_.load(std::memory_order_acquire);
+  }
+
  private:
   mutable std::mutex mu_;
   std::vector<PortInfo> ports_ ABSL_GUARDED_BY(mu_);
   HostTopology topology_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, uint32_t>> hw_claims_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> claims_generation_{0};
 };
 
 }  // namespace fabricscope

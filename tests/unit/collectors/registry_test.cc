@@ -187,7 +187,7 @@ TEST(RegistryTest, CyclesAndSelfDependenciesAreErrors) {
 TEST(RegistryTest, BuiltInReadersComeAfterRdmaSysfsWhateverTheOrder) {
   CollectorRegistry builtins;
   ASSERT_TRUE(RegisterAllCollectors(builtins).ok());
-  for (const char* reader : {"netdev", "ethtool", "dcb_config", "topology"}) {
+  for (const char* reader : {"rdma_netlink", "netdev", "ethtool", "dcb_config", "topology"}) {
     const CollectorRegistry::Entry* e = builtins.Find(reader);
     ASSERT_NE(e, nullptr) << reader;
     EXPECT_THAT(e->deps.after, ::testing::ElementsAre("rdma_sysfs")) << reader;
@@ -205,8 +205,8 @@ TEST(RegistryTest, BuiltInReadersComeAfterRdmaSysfsWhateverTheOrder) {
   CollectorContext ctx{&options, &store, &ports, RealClock::Get(), &metrics};
   auto created = reversed.Create({}, ctx);
   ASSERT_TRUE(created.ok()) << created.status();
-  EXPECT_THAT(Names(*created),
-              ::testing::ElementsAre("rdma_sysfs", "topology", "dcb_config", "ethtool", "netdev"));
+  EXPECT_THAT(Names(*created), ::testing::ElementsAre("rdma_sysfs", "topology", "dcb_config",
+                                                      "ethtool", "netdev", "rdma_netlink"));
 }
 
 }  // namespace

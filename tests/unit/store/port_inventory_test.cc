@@ -53,5 +53,21 @@ TEST(PortInventoryTest, ConcurrentWritersAndReaders) {
   EXPECT_EQ(inv.List().size(), kWriters * kPorts);
 }
 
+TEST(PortInventoryTest, HwCountersClaimsBumpTheGenerationOnChangeOnly) {
+  PortInventory inv;
+  const uint64_t g0 = inv.HwCountersClaimsGeneration();
+  EXPECT_FALSE(inv.HwCountersClaimed("mlx5_0", 1));
+  inv.SetHwCountersClaim("mlx5_0", 1, true);
+  EXPECT_TRUE(inv.HwCountersClaimed("mlx5_0", 1));
+  EXPECT_FALSE(inv.HwCountersClaimed("mlx5_0", 2));
+  const uint64_t g1 = inv.HwCountersClaimsGeneration();
+  EXPECT_GT(g1, g0);
+  inv.SetHwCountersClaim("mlx5_0", 1, true);  // no change
+  EXPECT_EQ(inv.HwCountersClaimsGeneration(), g1);
+  inv.SetHwCountersClaim("mlx5_0", 1, false);
+  EXPECT_FALSE(inv.HwCountersClaimed("mlx5_0", 1));
+  EXPECT_GT(inv.HwCountersClaimsGeneration(), g1);
+}
+
 }  // namespace
 }  // namespace fabricscope

@@ -1,0 +1,524 @@
+#include "collectors/rdma_netlink_collector.h"
+
+#include <netlink/msg.h>
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "collectors/sysfs_reader.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/signals.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+
+namespace fabricscope {
+namespace {
+
+const MetricSpec& kHwCountersSource = DefineMetric(
+    {.name = "fabricscope_rdma_hw_counters_source",
+     .type = MetricType::kGauge,
+     .help = "1 for the source that feeds a port's hw_counters series: \"netlink\" (the "
+             "rdma_netlink collector, one RDMA_NLDEV_CMD_STAT_GET per port per tick) or "
+             "\"sysfs\" (rdma_sysfs reads the hw_counters files); 0 for the other. Each series "
+             "has exactly one source at a time.",
+     .labels = {"device", "port", "source"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kOptionalCounterEnabled = DefineMetric(
+    {.name = "fabricscope_rdma_optional_counter_enabled",
+     .type = MetricType::kGauge,
+     .help = "1 when the port's optional hardware counter is enabled, 0 when it is not "
+             "(RDMA_NLDEV_CMD_STAT_GET_STATUS, kernel >= 6.0). Enabling is opt-in: "
+             "--rdma-enable-optional-counters (needs CAP_NET_ADMIN).",
+     .labels = {"device", "port", "counter"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kProcessQpCounter = DefineMetric(
+    {.name = "fabricscope_rdma_process_qp_counter",
+     .type = MetricType::kGauge,
+     .help = "Retransmit and out-of-sequence counters of the QPs of one process on a port "
+             "(--rdma-per-process: auto mode by PID, one counter object per process), summed "
+             "over its counter objects: the top processes per port by these counters, the rest "
+             "summed as process=\"other\" (pid=\"\"). A gauge: the value drops when a "
+             "process's last QP, and with it its counter object, goes away.",
+     .labels = {"device", "port", "process", "pid", "counter"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kProcessSeriesDropped =
+    DefineMetric({.name = "fabricscope_rdma_process_series_dropped_total",
+                  .type = MetricType::kCounter,
+                  .help = "Per-process QP counter series not exported because the hard bound "
+                          "(1024 series) was reached.",
+                  .labels = {},
+                  .component = "rdma_netlink"});
+
+constexpr int kHotSlot = 0;
+constexpr int kMediumSlot = 1;
+constexpr int kConfigTier = 2;
+
+std::string PortKey(absl::string_view device, uint32_t port) {
+  return absl::StrCat(device, "/", port);
+}
+
+// A request/response exchange; the request is freed here.
+absl::Status Exchange(RdmaNetlinkTransport* t, nl_msg* request, std::vector<uint8_t>* replies) {
+  if (request == nullptr) return absl::InternalError("cannot build an rdma netlink request");
+  absl::Status s = t->Exchange(request, replies);
+  nlmsg_free(request);
+  return s;
+}
+
+bool Lasting(const absl::Status& s) {
+  const CollectorErrorCode code = CollectorErrorCodeOf(s);
+  return code == CollectorErrorCode::kNotFound || code == CollectorErrorCode::kUnsupported ||
+         code == CollectorErrorCode::kPermissionDenied;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collector>> RdmaNetlinkCollector::Create(
+    const CollectorContext& ctx) {
+  if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
+    return absl::InvalidArgumentError("rdma_netlink needs a config, a store and a port inventory");
+  }
+  // A fixture or simulated sysfs tree (--sysfs-root): the kernel's RDMA
+  // devices are not the tree's, so netlink is not asked at all.
+  RdmaNetlinkTransportFactory transports;
+  if (ctx.options->sysfs_root == "/sys") transports = MakeKernelRdmaNetlinkTransport;
+  return std::make_unique<RdmaNetlinkCollector>(ctx, std::move(transports));
+}
+
+RdmaNetlinkCollector::RdmaNetlinkCollector(const CollectorContext& ctx,
+                                           RdmaNetlinkTransportFactory transports)
+    : store_(ctx.store),
+      ports_(ctx.ports),
+      hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
+      enable_optional_(ctx.options->rdma_enable_optional_counters),
+      transports_(std::move(transports)),
+      per_process_(ctx.options->rdma_per_process),
+      proc_root_(ctx.options->proc_root) {
+  if (ctx.metrics != nullptr) {
+    source_gauge_ = &ctx.metrics->Gauge(kHwCountersSource);
+    optional_gauge_ = &ctx.metrics->Gauge(kOptionalCounterEnabled);
+    if (per_process_) {
+      process_gauge_ = &ctx.metrics->Gauge(kProcessQpCounter);
+      process_dropped_ = &ctx.metrics->Counter(kProcessSeriesDropped).Add({});
+    }
+  }
+}
+
+RdmaNetlinkCollector::~RdmaNetlinkCollector() = default;
+
+std::vector<Tier> RdmaNetlinkCollector::Tiers() const {
+  return {Tier::kHot, Tier::kMedium, Tier::kConfig};
+}
+
+absl::Status RdmaNetlinkCollector::Discover(PollContext& ctx) {
+  Replan(ctx, /*discovery=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status RdmaNetlinkCollector::Poll(PollContext& ctx) {
+  if (unsupported()) return absl::OkStatus();
+  switch (ctx.tier()) {
+    case Tier::kHot:
+      PollCounters(tiers_[kHotSlot], kHotSlot, ctx);
+      break;
+    case Tier::kMedium:
+      PollCounters(tiers_[kMediumSlot], kMediumSlot, ctx);
+      if (per_process_) PollProcesses(tiers_[kMediumSlot], ctx);
+      break;
+    case Tier::kConfig:
+      Replan(ctx, /*discovery=*/false);
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+RdmaNetlinkTransport* RdmaNetlinkCollector::Transport(TierState& ts, PollContext& ctx) {
+  if (ts.transport != nullptr) return ts.transport.get();
+  if (!ts.transport_status.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<RdmaNetlinkTransport>> t = transports_();
+  if (!t.ok()) {
+    ts.transport_status = t.status();
+    ctx.Error(t.status(), kName);
+    return nullptr;
+  }
+  ts.transport = *std::move(t);
+  return ts.transport.get();
+}
+
+void RdmaNetlinkCollector::PollCounters(TierState& ts, int slot, PollContext& ctx) {
+  if (plan_generation_.load(std::memory_order_acquire) != ts.generation) {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    ts.plan = plan_;
+    ts.generation = plan_generation_.load(std::memory_order_acquire);
+    absl::flat_hash_set<uint64_t> live;
+    if (ts.plan != nullptr) {
+      for (const PortPlan& p : ts.plan->ports) {
+        if (ts.seen.contains(p.claim_id)) live.insert(p.claim_id);
+      }
+    }
+    ts.seen = std::move(live);
+  }
+  if (ts.plan == nullptr || ts.plan->ports.empty()) return;
+  RdmaNetlinkTransport* t = Transport(ts, ctx);
+  if (t == nullptr) return;
+  for (const PortPlan& p : ts.plan->ports) {
+    if (p.series[slot].empty() || p.released->load(std::memory_order_acquire)) continue;
+    // First sight of this claim: rdma_sysfs may have read the port in this
+    // tick already (the claim is newer than its check); start next tick.
+    if (ts.seen.insert(p.claim_id).second) continue;
+    absl::Status s = Exchange(t, BuildRdmaStatGet(p.device_index, p.port), &ts.replies);
+    absl::StatusOr<RdmaNlPortStats> stats =
+        s.ok() ? ParseRdmaStatGet(ts.replies) : absl::StatusOr<RdmaNlPortStats>(s);
+    const std::string key = PortKey(p.device, p.port);
+    if (!stats.ok()) {
+      if (Lasting(stats.status())) {
+        // Given back to sysfs from the next tick; the config tier re-probes.
+        p.released->store(true, std::memory_order_release);
+        ports_->SetHwCountersClaim(p.device, p.port, false);
+        ctx.Error(absl::Status(stats.status().code(),
+                               absl::StrCat(stats.status().message(),
+                                            "; the port's hw_counters go back to sysfs")),
+                  key);
+      } else {
+        ctx.Error(stats.status(), key);
+      }
+      continue;
+    }
+    const auto& series = p.series[slot];
+    for (const RdmaNlCounter& c : stats->counters) {
+      auto it = series.find(c.name);
+      if (it != series.end()) ctx.Append(it->second, c.value);
+    }
+  }
+}
+
+std::string RdmaNetlinkCollector::ProcessName(uint32_t pid) {
+  absl::StatusOr<std::string> comm = ReadAttribute(absl::StrCat(proc_root_, "/", pid, "/comm"));
+  if (!comm.ok() || comm->empty()) return "unknown";
+  return comm->substr(0, 16);  // TASK_COMM_LEN
+}
+
+void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
+  if (ts.plan == nullptr || process_gauge_ == nullptr) return;
+  RdmaNetlinkTransport* t = Transport(ts, ctx);
+  if (t == nullptr) return;
+  constexpr size_t kNumCounters = std::size(kProcessCounters);
+  struct Proc {
+    uint32_t pid = 0;
+    std::array<uint64_t, kNumCounters> values{};
+    uint64_t rank = 0;
+  };
+  absl::flat_hash_map<std::string, prometheus::Gauge*> next;
+  size_t dropped = 0;
+  absl::flat_hash_set<uint32_t> dumped;
+  for (const PortPlan& p : ts.plan->ports) {
+    if (!dumped.insert(p.device_index).second) continue;
+    absl::Status s = Exchange(t, BuildRdmaQpCounterDump(p.device_index), &ts.replies);
+    absl::StatusOr<std::vector<RdmaNlQpCounter>> objects =
+        s.ok() ? ParseRdmaQpCounterDump(ts.replies)
+               : absl::StatusOr<std::vector<RdmaNlQpCounter>>(s);
+    if (!objects.ok()) {
+      ctx.Error(objects.status(), absl::StrCat(p.device, " qp counters"));
+      continue;
+    }
+    // Per port of this device: per PID sums.
+    absl::flat_hash_map<uint32_t, absl::flat_hash_map<uint32_t, Proc>> by_port;
+    for (const RdmaNlQpCounter& o : *objects) {
+      if (o.pid == 0) continue;  // a kernel consumer
+      Proc& proc = by_port[o.port][o.pid];
+      proc.pid = o.pid;
+      for (const RdmaNlCounter& c : o.counters) {
+        for (size_t i = 0; i < kNumCounters; ++i) {
+          if (c.name == kProcessCounters[i]) {
+            proc.values[i] += c.value;
+            proc.rank += c.value;
+          }
+        }
+      }
+    }
+    for (auto& [port, procs] : by_port) {
+      std::vector<Proc> ranked;
+      ranked.reserve(procs.size());
+      for (auto& [pid, proc] : procs) ranked.push_back(proc);
+      std::sort(ranked.begin(), ranked.end(), [](const Proc& a, const Proc& b) {
+        return a.rank != b.rank ? a.rank > b.rank : a.pid < b.pid;
+      });
+      Proc other;
+      bool has_other = false;
+      auto emit = [&](const std::string& process, const std::string& pid, const Proc& proc) {
+        for (size_t i = 0; i < kNumCounters; ++i) {
+          if (next.size() >= kMaxProcessSeries) {
+            ++dropped;
+            continue;
+          }
+          const std::string port_s = absl::StrCat(port);
+          std::string id = absl::StrCat(p.device, "\x1f", port_s, "\x1f", process, "\x1f", pid,
+                                        "\x1f", kProcessCounters[i]);
+          prometheus::Gauge* g = nullptr;
+          if (auto it = process_series_.find(id); it != process_series_.end()) {
+            g = it->second;
+          } else {
+            g = &process_gauge_->Add({{"device", p.device},
+                                      {"port", port_s},
+                                      {"process", process},
+                                      {"pid", pid},
+                                      {"counter", std::string(kProcessCounters[i])}});
+          }
+          g->Set(static_cast<double>(proc.values[i]));
+          next.emplace(std::move(id), g);
+        }
+      };
+      for (size_t r = 0; r < ranked.size(); ++r) {
+        if (r < kTopProcesses) {
+          emit(ProcessName(ranked[r].pid), absl::StrCat(ranked[r].pid), ranked[r]);
+          continue;
+        }
+        has_other = true;
+        for (size_t i = 0; i < kNumCounters; ++i) other.values[i] += ranked[r].values[i];
+      }
+      if (has_other) emit("other", "", other);
+    }
+  }
+  // Label sets not exported this tick (process gone, fell out of the top).
+  for (auto& [id, g] : process_series_) {
+    if (!next.contains(id)) process_gauge_->Remove(g);
+  }
+  process_series_ = std::move(next);
+  if (dropped > 0 && process_dropped_ != nullptr) {
+    process_dropped_->Increment(static_cast<double>(dropped));
+  }
+}
+
+void RdmaNetlinkCollector::RefreshOptionalStatus(RdmaNetlinkTransport* t, const PortInfo& port,
+                                                 uint32_t device_index, bool enable,
+                                                 PollContext& ctx) {
+  const std::string key = PortKey(port.device, port.port);
+  if (no_status_.contains(key)) return;
+  std::vector<uint8_t> replies;
+  absl::Status s = Exchange(t, BuildRdmaStatGetStatus(device_index, port.port), &replies);
+  absl::StatusOr<std::vector<RdmaNlCounterStatus>> status =
+      s.ok() ? ParseRdmaStatStatus(replies) : absl::StatusOr<std::vector<RdmaNlCounterStatus>>(s);
+  if (!status.ok()) {
+    if (CollectorErrorCodeOf(status.status()) == CollectorErrorCode::kUnsupported) {
+      no_status_.insert(key);  // kernel < 6.0: no optional counters status
+      ctx.Error(absl::UnimplementedError(absl::StrCat(
+                    "no optional counters status (STAT_GET_STATUS): ", status.status().message())),
+                key);
+    } else {
+      ctx.Error(status.status(), key);
+    }
+    return;
+  }
+  if (enable) {
+    enabled_once_.insert(key);
+    std::vector<uint32_t> want;
+    for (const RdmaNlCounterStatus& c : *status) {
+      if (c.optional && c.enabled) want.push_back(c.index);
+    }
+    const size_t already = want.size();
+    for (const std::string& name : enable_optional_) {
+      auto it = std::find_if(status->begin(), status->end(), [&](const RdmaNlCounterStatus& c) {
+        return c.optional && c.name == name;
+      });
+      if (it == status->end()) {
+        Log(LogLevel::kWarn, kName, "no such optional counter on this port; not enabled",
+            {{"port", key}, {"counter", name}});
+        continue;
+      }
+      if (!it->enabled && std::find(want.begin(), want.end(), it->index) == want.end()) {
+        want.push_back(it->index);
+      }
+    }
+    if (want.size() > already) {
+      absl::Status set =
+          Exchange(t, BuildRdmaSetOptionalCounters(device_index, port.port, want), &replies);
+      if (!set.ok()) {
+        ctx.Error(absl::Status(
+                      set.code(),
+                      absl::StrCat("enabling optional counters: ", set.message(),
+                                   absl::IsPermissionDenied(set) ? " (needs CAP_NET_ADMIN)" : "")),
+                  key);
+      } else {
+        Log(LogLevel::kInfo, kName, "optional counters enabled",
+            {{"port", key}, {"count", absl::StrCat(want.size() - already)}});
+        // Re-read what the kernel now reports.
+        RefreshOptionalStatus(t, port, device_index, /*enable=*/false, ctx);
+        return;
+      }
+    }
+  }
+  if (optional_gauge_ == nullptr) return;
+  for (const RdmaNlCounterStatus& c : *status) {
+    if (!c.optional) continue;
+    optional_gauge_
+        ->Add({{"device", port.device}, {"port", absl::StrCat(port.port)}, {"counter", c.name}})
+        .Set(c.enabled ? 1 : 0);
+  }
+}
+
+void RdmaNetlinkCollector::Replan(PollContext& ctx, bool discovery) {
+  std::lock_guard<std::mutex> replan_lock(replan_mu_);
+  std::shared_ptr<const Plan> cur;
+  {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    cur = plan_;
+  }
+  const std::vector<PortInfo> inventory = ports_->List();
+  auto publish_sources = [&](const Plan* plan) {
+    if (source_gauge_ == nullptr) return;
+    for (const PortInfo& p : inventory) {
+      if (!p.present) continue;
+      bool netlink = false;
+      if (plan != nullptr) {
+        for (const PortPlan& pp : plan->ports) {
+          netlink = netlink || (pp.device == p.device && pp.port == p.port &&
+                                !pp.released->load(std::memory_order_acquire));
+        }
+      }
+      const std::string port = absl::StrCat(p.port);
+      source_gauge_->Add({{"device", p.device}, {"port", port}, {"source", "netlink"}})
+          .Set(netlink ? 1 : 0);
+      source_gauge_->Add({{"device", p.device}, {"port", port}, {"source", "sysfs"}})
+          .Set(netlink ? 0 : 1);
+    }
+  };
+
+  if (!transports_) {  // no kernel to ask (a --sysfs-root tree): sysfs for every port
+    if (discovery) {
+      Log(LogLevel::kInfo, kName, "--sysfs-root is not /sys: RDMA netlink not used",
+          {{"ports", absl::StrCat(inventory.size())}});
+    }
+    unsupported_.store(true, std::memory_order_release);
+    publish_sources(nullptr);
+    return;
+  }
+  TierState& ts = tiers_[kConfigTier];
+  RdmaNetlinkTransport* t = Transport(ts, ctx);
+  std::vector<uint8_t> replies;
+  absl::Status s =
+      t == nullptr ? ts.transport_status : Exchange(t, BuildRdmaDeviceDump(), &replies);
+  absl::StatusOr<std::vector<RdmaNlDevice>> devices =
+      s.ok() ? ParseRdmaDeviceDump(replies) : absl::StatusOr<std::vector<RdmaNlDevice>>(s);
+  if (!devices.ok()) {
+    if (discovery && CollectorErrorCodeOf(devices.status()) == CollectorErrorCode::kUnsupported) {
+      // Reported once (by Transport() when the socket failed, else here); the
+      // sysfs path carries on for every port.
+      if (t != nullptr) ctx.Error(devices.status(), kName);
+      Log(LogLevel::kInfo, kName,
+          "RDMA netlink statistics unsupported on this kernel; hw_counters stay on sysfs",
+          {{"reason", std::string(devices.status().message())}});
+      unsupported_.store(true, std::memory_order_release);
+      publish_sources(nullptr);
+      return;
+    }
+    if (t != nullptr) ctx.Error(devices.status(), kName);
+    return;  // keep the current plan
+  }
+  absl::flat_hash_map<std::string, uint32_t> index_of;
+  for (const RdmaNlDevice& d : *devices) index_of[d.name] = d.index;
+
+  auto next = std::make_shared<Plan>();
+  bool changed = cur == nullptr;
+  absl::flat_hash_set<std::string> kept;
+  for (const PortInfo& info : inventory) {
+    if (!info.present) continue;
+    auto idx = index_of.find(info.device);
+    if (idx == index_of.end()) continue;  // not a kernel RDMA device (replay, fixture): sysfs
+    const std::string key = PortKey(info.device, info.port);
+    RefreshOptionalStatus(t, info, idx->second,
+                          !enable_optional_.empty() && !enabled_once_.contains(key), ctx);
+
+    absl::Status gs = Exchange(t, BuildRdmaStatGet(idx->second, info.port), &replies);
+    absl::StatusOr<RdmaNlPortStats> stats =
+        gs.ok() ? ParseRdmaStatGet(replies) : absl::StatusOr<RdmaNlPortStats>(gs);
+    if (stats.ok() && stats->counters.empty()) {
+      stats = absl::UnimplementedError("the port reports no hardware counters over netlink");
+    }
+    if (!stats.ok()) {
+      if (!Lasting(stats.status()) || reported_.insert(key).second) {
+        ctx.Error(absl::Status(stats.status().code(),
+                               absl::StrCat(stats.status().message(),
+                                            "; the port's hw_counters stay on sysfs")),
+                  key);
+      }
+      continue;
+    }
+    reported_.erase(key);
+    PortPlan pp;
+    pp.device = info.device;
+    pp.device_index = idx->second;
+    pp.port = info.port;
+    for (const RdmaNlCounter& c : stats->counters) {
+      if (c.name == "lifespan") continue;  // a setting, as in sysfs
+      SeriesKey skey{"hw_counters", c.name, info.device, info.port, info.netdev};
+      std::optional<Signal> sig = MapCounter(skey);
+      if (!sig.has_value()) continue;
+      const int slot = hot_counters_.contains(c.name) ? kHotSlot : kMediumSlot;
+      pp.series[slot].emplace(c.name, store_->Register(skey, *sig));
+    }
+    if (pp.series[kHotSlot].empty() && pp.series[kMediumSlot].empty()) continue;
+    // Keep the current claim when nothing changed (the tiers carry on).
+    const PortPlan* old = nullptr;
+    if (cur != nullptr) {
+      for (const PortPlan& o : cur->ports) {
+        if (o.device == pp.device && o.port == pp.port) old = &o;
+      }
+    }
+    if (old != nullptr && !old->released->load(std::memory_order_acquire) &&
+        old->device_index == pp.device_index && old->series == pp.series) {
+      next->ports.push_back(*old);
+    } else {
+      pp.claim_id = next_claim_id_++;
+      pp.released = std::make_shared<std::atomic<bool>>(false);
+      ports_->SetHwCountersClaim(pp.device, pp.port, true);  // before the tiers see the plan
+      next->ports.push_back(std::move(pp));
+      changed = true;
+      if (old != nullptr) old->released->store(true, std::memory_order_release);
+    }
+    kept.insert(key);
+    if (per_process_ && auto_pid_asked_.insert(key).second) {
+      absl::Status as = Exchange(t, BuildRdmaSetAutoPid(idx->second, info.port), &replies);
+      if (!as.ok()) {
+        ctx.Error(absl::Status(
+                      as.code(),
+                      absl::StrCat("auto mode by PID: ", as.message(),
+                                   absl::IsPermissionDenied(as) ? " (needs CAP_NET_ADMIN)" : "")),
+                  key);
+      }
+    }
+  }
+  // Claims that ended (port gone, no longer answering): stop the tiers first,
+  // then give the port back to sysfs.
+  if (cur != nullptr) {
+    for (const PortPlan& o : cur->ports) {
+      if (kept.contains(PortKey(o.device, o.port))) continue;
+      changed = true;
+      o.released->store(true, std::memory_order_release);
+      ports_->SetHwCountersClaim(o.device, o.port, false);
+    }
+  }
+  if (changed) {
+    size_t claimed = next->ports.size();
+    {
+      std::lock_guard<std::mutex> lock(plan_mu_);
+      plan_ = next;
+      plan_generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    Log(LogLevel::kInfo, kName, "hw_counters over netlink",
+        {{"ports", absl::StrCat(claimed)}, {"inventory_ports", absl::StrCat(inventory.size())}});
+  }
+  publish_sources(changed ? next.get() : cur.get());
+}
+
+}  // namespace fabricscope

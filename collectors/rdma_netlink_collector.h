@@ -1,0 +1,206 @@
+// rdma_netlink: RDMA port hardware counters over RDMA netlink (the kernel's
+// `rdma statistic` interface, collectors/rdma_netlink.h), preferred over the
+// sysfs hw_counters files where the kernel answers.
+//
+// Why: one RDMA_NLDEV_CMD_STAT_GET returns every hardware counter of a port
+// in one message (on mlx5 one firmware query), where sysfs costs a read()
+// per file; netlink also reports the optional counters (mlx5 cc_*, per-port
+// RDMA byte counters) and which of them are enabled.
+//
+// What it does:
+//   discovery    one RDMA_NLDEV_CMD_GET dump (device name -> index), then per
+//                port of the port inventory (written by rdma_sysfs, so this
+//                collector comes after it) one STAT_GET: a port that answers
+//                with hardware counters is claimed
+//                (PortInventory::SetHwCountersClaim) and its counters are
+//                registered under the same SeriesKeys rdma_sysfs uses
+//                (source "hw_counters", the raw name through the signal
+//                table's MapCounter, so vendor maps apply alike): the same
+//                series, written by netlink instead of sysfs, never both.
+//   hot tier     one STAT_GET per claimed port; appends the --hot-counters names
+//   medium tier  one STAT_GET per claimed port; appends the other names
+//   config tier  re-probes every inventory port (new ports, new counter names
+//                after optional counters were enabled, ports given back),
+//                refreshes the optional counters status (STAT_GET_STATUS,
+//                kernel >= 6.0) into
+//                fabricscope_rdma_optional_counter_enabled{device,port,counter},
+//                and publishes which source feeds each port in
+//                fabricscope_rdma_hw_counters_source{device,port,source}.
+//
+// Opt-ins (both need CAP_NET_ADMIN, which the daemon does not keep by
+// default; without it the kernel answers EPERM: counted once per port as
+// permission_denied, nothing else changes):
+//   --rdma-enable-optional-counters=LIST  at discovery (and for a port seen
+//       later), enables the listed optional counters in addition to those
+//       already enabled (STAT_SET with the union; nothing is disabled).
+//   --rdma-per-process  sets auto mode by PID on each claimed port (STAT_SET:
+//       the kernel binds each process's QPs to a counter object of its own),
+//       then on every medium tick dumps the counter objects of each device
+//       (one STAT_GET dump with STAT_RES = RES_QP per device) and sums their
+//       retransmit / out-of-sequence counters (kProcessCounters) per
+//       (port, PID). Exported bounded: per port the top kTopProcesses
+//       processes by the sum of those counters, the rest folded into
+//       process="other", in
+//       fabricscope_rdma_process_qp_counter{device,port,process,pid,counter}
+//       (a gauge: a counter object goes away with its process's last QP);
+//       at most kMaxProcessSeries series in all (the rest is dropped and
+//       counted in fabricscope_rdma_process_series_dropped_total). The process
+//       name is /proc/PID/comm.
+//
+// --sysfs-root other than /sys (fixtures, fabricsim): not used at all, no
+// error; every port stays on sysfs.
+//
+// Unsupported kernel (no NETLINK_RDMA, no ib_core, no STAT_GET): reported
+// once as `unsupported` (fabricscope_collector_errors_total), the collector
+// then does nothing and the sysfs path carries on for every port. A port
+// whose STAT_GET fails later (device gone: not_found; unsupported) is given
+// back to sysfs at once (its claim is dropped, sysfs reads it from the next
+// tick) and re-probed on the config tier; a transient failure (io) leaves a
+// gap of one tick and keeps the claim.
+//
+// No double counting: a tier appends a newly claimed port's series only from
+// its tick after the one in which it first saw the claim; rdma_sysfs, polled
+// before this collector in every tick (registry order), has seen the claim by
+// then.
+//
+// Threading: Poll runs on the hot, medium and config scheduler threads. The
+// port plan (which ports, which names map to which series per tier) is an
+// immutable snapshot shared through a shared_ptr under plan_mu_, rebuilt by
+// the config tier (and Discover) only, which bumps plan_generation_; each tier
+// owns its transport (one netlink socket per tier) and its copy of the
+// snapshot. A port's `released` flag is an atomic shared by the tiers.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "collectors/collector.h"
+#include "collectors/rdma_netlink.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace fabricscope {
+
+class RdmaNetlinkCollector final : public Collector {
+ public:
+  static constexpr absl::string_view kName = "rdma_netlink";
+  static constexpr char kDescription[] =
+      "RDMA port hw counters over RDMA netlink, one request per port per tick (preferred over "
+      "sysfs hw_counters where the kernel answers); optional counters status";
+
+  // The registry factory: the kernel transport.
+  static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
+
+  // `transports` makes one transport per polled tier (tests pass a fake); an
+  // empty one never asks a kernel (Create passes none when --sysfs-root is
+  // not /sys: a fixture or simulated tree whose devices the kernel lacks).
+  RdmaNetlinkCollector(const CollectorContext& ctx, RdmaNetlinkTransportFactory transports);
+  ~RdmaNetlinkCollector() override;
+
+  absl::string_view name() const override { return kName; }
+  std::vector<Tier> Tiers() const override;
+  absl::Status Discover(PollContext& ctx) override;
+  absl::Status Poll(PollContext& ctx) override;
+
+  // The per-process bounds (--rdma-per-process).
+  static constexpr size_t kTopProcesses = 5;
+  static constexpr size_t kMaxProcessSeries = 1024;
+  // The counters of a counter object that rank and are exported per process.
+  static constexpr absl::string_view kProcessCounters[] = {
+      "out_of_sequence",       "packet_seq_err",   "implied_nak_seq_err",
+      "local_ack_timeout_err", "roce_adp_retrans", "roce_adp_retrans_to",
+  };
+
+  // For tests: whether the kernel was found without RDMA netlink support.
+  bool unsupported() const { return unsupported_.load(std::memory_order_acquire); }
+
+ private:
+  // One claimed port.
+  struct PortPlan {
+    uint64_t claim_id = 0;  // unique per claim (a re-claimed port gets a new one)
+    std::string device;
+    uint32_t device_index = 0;
+    uint32_t port = 0;
+    // Raw name -> series, per polled tier (0: hot, 1: medium).
+    std::array<absl::flat_hash_map<std::string, SeriesId>, 2> series;
+    // Set by a tier whose request failed for good; the config tier re-probes.
+    std::shared_ptr<std::atomic<bool>> released;
+  };
+  struct Plan {
+    std::vector<PortPlan> ports;
+  };
+  struct TierState {
+    std::unique_ptr<RdmaNetlinkTransport> transport;
+    absl::Status transport_status;  // sticky failure to create it
+    uint64_t generation = 0;
+    std::shared_ptr<const Plan> plan;
+    // Claims (PortPlan::claim_id) this tier has seen: appends start on the
+    // tick after first sight.
+    absl::flat_hash_set<uint64_t> seen;
+    std::vector<uint8_t> replies;
+  };
+
+  RdmaNetlinkTransport* Transport(TierState& ts, PollContext& ctx);
+  // Discovery and config tier: (re)build the plan from the inventory.
+  void Replan(PollContext& ctx, bool discovery);
+  void PollCounters(TierState& ts, int slot, PollContext& ctx);
+  void PollProcesses(TierState& ts, PollContext& ctx);
+  std::string ProcessName(uint32_t pid);
+  void RefreshOptionalStatus(RdmaNetlinkTransport* t, const PortInfo& port, uint32_t device_index,
+                             bool enable, PollContext& ctx);
+
+  Store* const store_;
+  PortInventory* const ports_;
+  const absl::flat_hash_set<std::string> hot_counters_;
+  const std::vector<std::string> enable_optional_;
+  const RdmaNetlinkTransportFactory transports_;
+  const bool per_process_;
+  const std::string proc_root_;
+  prometheus::Family<prometheus::Gauge>* process_gauge_ = nullptr;
+  prometheus::Counter* process_dropped_ = nullptr;
+  // Medium-tier state of --rdma-per-process: the gauges exported last tick
+  // (removed when their label set is not exported any more).
+  absl::flat_hash_map<std::string, prometheus::Gauge*> process_series_;
+  prometheus::Family<prometheus::Gauge>* source_gauge_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* optional_gauge_ = nullptr;
+
+  std::atomic<bool> unsupported_{false};
+
+  // Config-tier state (Discover runs before the tier threads).
+  std::mutex replan_mu_;
+  // Ports whose probe or optional-counter request already reported a lasting
+  // failure: not reported again (no error storm every config tick).
+  absl::flat_hash_set<std::string> reported_ ABSL_GUARDED_BY(replan_mu_);
+  // Ports whose optional counters this daemon already asked to enable.
+  absl::flat_hash_set<std::string> enabled_once_ ABSL_GUARDED_BY(replan_mu_);
+  // Ports without STAT_GET_STATUS (older kernel): not asked again.
+  absl::flat_hash_set<std::string> no_status_ ABSL_GUARDED_BY(replan_mu_);
+  uint64_t next_claim_id_ ABSL_GUARDED_BY(replan_mu_) = 1;
+  // Ports auto mode by PID was asked for (--rdma-per-process), once each.
+  absl::flat_hash_set<std::string> auto_pid_asked_ ABSL_GUARDED_BY(replan_mu_);
+
+  mutable std::mutex plan_mu_;
+  std::shared_ptr<const Plan> plan_ ABSL_GUARDED_BY(plan_mu_);
+  std::atomic<uint64_t> plan_generation_{0};
+
+  // Hot, medium, config.
+  std::array<TierState, 3> tiers_;
+};
+
+}  // namespace fabricscope

@@ -1,0 +1,514 @@
+// The rdma_netlink collector end to end without a kernel RDMA stack: a fake
+// kernel (collectors/rdma_netlink_fake.h) answers NETLINK_RDMA requests with
+// replies laid out as the UAPI defines, next to a fixture sysfs tree that
+// rdma_sysfs reads; both collectors run against one store and inventory, in
+// the scheduler's order (rdma_sysfs first in every tick).
+#include "collectors/rdma_netlink_collector.h"
+
+#include <netlink/msg.h>
+#include <rdma/rdma_netlink.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collectors/rdma_netlink.h"
+#include "collectors/rdma_netlink_fake.h"
+#include "collectors/rdma_sysfs_collector.h"
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "exporters/prometheus_exporter.h"
+#include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
+
+namespace fabricscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string SourceDir() {
+  const char* s = std::getenv("FABRICSCOPE_SOURCE_DIR");
+  return s != nullptr ? s : ".";
+}
+
+class TestPollContext final : public PollContext {
+ public:
+  TestPollContext(Store* store, Tier tier, int64_t ts_ns)
+      : store_(store), tier_(tier), ts_ns_(ts_ns) {}
+  Tier tier() const override { return tier_; }
+  int64_t ts_ns() const override { return ts_ns_; }
+  void Append(SeriesId id, uint64_t raw) override {
+    store_->Append(id, ts_ns_, raw);
+    ++appends;
+  }
+  void RecordError(CollectorErrorCode code, absl::string_view key,
+                   absl::string_view detail) override {
+    errors.push_back({code, std::string(key)});
+    details.emplace_back(detail);
+  }
+  int Count(CollectorErrorCode code) const {
+    int n = 0;
+    for (const auto& e : errors) n += e.first == code ? 1 : 0;
+    return n;
+  }
+  int appends = 0;
+  std::vector<std::pair<CollectorErrorCode, std::string>> errors;
+  std::vector<std::string> details;
+
+ private:
+  Store* store_;
+  Tier tier_;
+  int64_t ts_ns_;
+};
+
+void WriteFile(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// mlx5_0 port 1 (RoCE, netdev ens1f0np0): the same counters in sysfs and
+// over netlink, with different values, so a test can tell who wrote a sample.
+class RdmaNetlinkTest : public ::testing::Test {
+ protected:
+  RdmaNetlinkTest() {
+    char tmpl[] = "/tmp/rdma_netlink_test.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    const std::string p = root_ + "/class/infiniband/mlx5_0/ports/1";
+    WriteFile(p + "/link_layer", "Ethernet\n");
+    WriteFile(p + "/state", "4: ACTIVE\n");
+    WriteFile(p + "/rate", "100 Gb/sec (4X EDR)\n");
+    WriteFile(p + "/gid_attrs/ndevs/0", "ens1f0np0\n");
+    WriteFile(p + "/hw_counters/np_cnp_sent", "100\n");
+    WriteFile(p + "/hw_counters/out_of_sequence", "44\n");
+    WriteFile(p + "/hw_counters/req_cqe_error", "7\n");
+    WriteFile(p + "/counters/port_xmit_data", "1000\n");
+    WriteFile(p + "/counters/unicast_xmit_packets", "10\n");
+
+    FakeRdmaDevice dev{.index = 3, .name = "mlx5_0"};
+    FakeRdmaPort port{.port = 1};
+    port.counters = {{"np_cnp_sent", 500}, {"out_of_sequence", 60}, {"req_cqe_error", 9}};
+    port.optional = {{"cc_rx_ce_pkts", 1234, false}, {"cc_rx_cnp_pkts", 77, false}};
+    dev.ports.push_back(port);
+    kernel_.AddDevice(dev);
+    kernel_.AddDevice({.index = 7, .name = "mlx5_9", .ports = {{.port = 1}}});  // not in sysfs
+    options_.sysfs_root = root_;
+  }
+  ~RdmaNetlinkTest() override { fs::remove_all(root_); }
+
+  void Make(RdmaNetlinkTransportFactory transports = {}) {
+    if (!transports) transports = kernel_.Factory();
+    CollectorContext cc{&options_, &store_, &ports_, &clock_, &metrics_};
+    sysfs_ = std::make_unique<RdmaSysfsCollector>(cc);
+    netlink_ = std::make_unique<RdmaNetlinkCollector>(cc, std::move(transports));
+    TestPollContext ctx(&store_, Tier::kConfig, Now());
+    ASSERT_TRUE(sysfs_->Discover(ctx).ok());
+    ASSERT_TRUE(netlink_->Discover(ctx).ok());
+    discover_errors_ = ctx.errors;
+  }
+  int64_t Now() { return ts_ += 10'000'000; }
+  // One tick of `tier`: rdma_sysfs first, then rdma_netlink (registry order).
+  TestPollContext Tick(Tier tier) {
+    TestPollContext ctx(&store_, tier, Now());
+    EXPECT_TRUE(sysfs_->Poll(ctx).ok());
+    EXPECT_TRUE(netlink_->Poll(ctx).ok());
+    return ctx;
+  }
+  SeriesState State(const std::string& source, const std::string& name) {
+    auto id = store_.Find(SeriesKey{source, name, "mlx5_0", 1, "ens1f0np0"});
+    EXPECT_TRUE(id.has_value()) << name;
+    if (!id.has_value()) return {};
+    return store_.Get(*id)->state;
+  }
+  std::string SelfMetrics() {
+    return prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  }
+  bool Has(const std::string& text, const std::string& line) {
+    return text.find(line + "\n") != std::string::npos;
+  }
+
+  std::string root_;
+  CollectorOptions options_;
+  Store store_;
+  PortInventory ports_;
+  FakeClock clock_;
+  MetricsRegistry metrics_;
+  FakeRdmaNetlinkKernel kernel_;
+  std::unique_ptr<RdmaSysfsCollector> sysfs_;
+  std::unique_ptr<RdmaNetlinkCollector> netlink_;
+  std::vector<std::pair<CollectorErrorCode, std::string>> discover_errors_;
+  int64_t ts_ = 1'700'000'000'000'000'000;
+};
+
+TEST(RdmaNetlinkParseTest, RepliesRoundTripThroughTheFakeKernel) {
+  FakeRdmaNetlinkKernel kernel;
+  FakeRdmaPort port{.port = 2};
+  port.counters = {{"out_of_sequence", 5}, {"rp_cnp_handled", 1ull << 40}};
+  port.optional = {{"cc_rx_ce_pkts", 3, true}, {"cc_tx_cnp_pkts", 4, false}};
+  port.qp_counters = {{.id = 1, .pid = 4242, .qps = 3, .counters = {{"out_of_sequence", 340}}},
+                      {.id = 2, .pid = 99, .qps = 1, .counters = {{"out_of_sequence", 1}}}};
+  kernel.AddDevice({.index = 5, .name = "bnxt_re0", .ports = {port}});
+  auto t = kernel.NewTransport();
+  std::vector<uint8_t> replies;
+
+  nl_msg* m = BuildRdmaDeviceDump();
+  ASSERT_TRUE(t->Exchange(m, &replies).ok());
+  nlmsg_free(m);
+  auto devices = ParseRdmaDeviceDump(replies);
+  ASSERT_TRUE(devices.ok()) << devices.status();
+  ASSERT_EQ(devices->size(), 1u);
+  EXPECT_EQ((*devices)[0].index, 5u);
+  EXPECT_EQ((*devices)[0].name, "bnxt_re0");
+  EXPECT_EQ((*devices)[0].ports, 1u);
+
+  m = BuildRdmaStatGet(5, 2);
+  ASSERT_TRUE(t->Exchange(m, &replies).ok());
+  nlmsg_free(m);
+  auto stats = ParseRdmaStatGet(replies);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->device_index, 5u);
+  EXPECT_EQ(stats->port, 2u);
+  ASSERT_EQ(stats->counters.size(), 3u);  // the enabled optional counter included
+  EXPECT_EQ(stats->counters[1].name, "rp_cnp_handled");
+  EXPECT_EQ(stats->counters[1].value, 1ull << 40);
+  EXPECT_EQ(stats->counters[2].name, "cc_rx_ce_pkts");
+
+  m = BuildRdmaStatGetStatus(5, 2);
+  ASSERT_TRUE(t->Exchange(m, &replies).ok());
+  nlmsg_free(m);
+  auto status = ParseRdmaStatStatus(replies);
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->size(), 4u);
+  EXPECT_FALSE((*status)[0].optional);
+  EXPECT_TRUE((*status)[0].enabled);
+  EXPECT_EQ((*status)[3].name, "cc_tx_cnp_pkts");
+  EXPECT_EQ((*status)[3].index, 3u);
+  EXPECT_TRUE((*status)[3].optional);
+  EXPECT_FALSE((*status)[3].enabled);
+  EXPECT_TRUE((*status)[2].enabled);
+
+  m = BuildRdmaQpCounterDump(5);
+  ASSERT_TRUE(t->Exchange(m, &replies).ok());
+  nlmsg_free(m);
+  auto qp = ParseRdmaQpCounterDump(replies);
+  ASSERT_TRUE(qp.ok()) << qp.status();
+  ASSERT_EQ(qp->size(), 2u);
+  EXPECT_EQ((*qp)[0].pid, 4242u);
+  EXPECT_EQ((*qp)[0].port, 2u);
+  EXPECT_EQ((*qp)[0].qps, 3u);
+  ASSERT_EQ((*qp)[0].counters.size(), 1u);
+  EXPECT_EQ((*qp)[0].counters[0].value, 340u);
+
+  // A bad port is the kernel's EINVAL: unsupported.
+  m = BuildRdmaStatGet(5, 9);
+  absl::Status s = t->Exchange(m, &replies);
+  nlmsg_free(m);
+  EXPECT_EQ(CollectorErrorCodeOf(s), CollectorErrorCode::kUnsupported) << s;
+}
+
+TEST(RdmaNetlinkParseTest, MalformedRepliesAreParseErrors) {
+  // A message whose attribute overruns it, and an entry without a value.
+  std::vector<uint8_t> bad(NLMSG_HDRLEN + 8, 0);
+  auto* h = reinterpret_cast<nlmsghdr*>(bad.data());
+  h->nlmsg_len = static_cast<uint32_t>(bad.size());
+  h->nlmsg_type = static_cast<uint16_t>(RdmaNlType(RDMA_NLDEV_CMD_STAT_GET));
+  auto* a = reinterpret_cast<nlattr*>(bad.data() + NLMSG_HDRLEN);
+  a->nla_type = RDMA_NLDEV_ATTR_STAT_HWCOUNTERS;
+  a->nla_len = 64;  // longer than the message
+  EXPECT_FALSE(ParseRdmaStatGet(bad).ok());
+
+  nl_msg* m = nlmsg_alloc_simple(RdmaNlType(RDMA_NLDEV_CMD_STAT_GET), 0);
+  nlattr* hw = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
+  nlattr* e = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY);
+  nla_put_string(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_NAME, "out_of_sequence");
+  nla_put_u32(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTER_ENTRY_VALUE, 5);  // 32 bits: not the UAPI's u64
+  nla_nest_end(m, e);
+  nla_nest_end(m, hw);
+  const nlmsghdr* mh = nlmsg_hdr(m);
+  std::vector<uint8_t> short_value(reinterpret_cast<const uint8_t*>(mh),
+                                   reinterpret_cast<const uint8_t*>(mh) + mh->nlmsg_len);
+  nlmsg_free(m);
+  auto r = ParseRdmaStatGet(short_value);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+TEST_F(RdmaNetlinkTest, NetlinkFeedsTheHwCountersSeriesAndSysfsStopsReadingThem) {
+  Make();
+  EXPECT_TRUE(discover_errors_.empty());
+  EXPECT_TRUE(ports_.HwCountersClaimed("mlx5_0", 1));
+  const uint64_t gets_after_discovery = kernel_.Requests(RDMA_NLDEV_CMD_STAT_GET);
+
+  // First tick: the claim is new to the tiers, nobody writes hw_counters.
+  Tick(Tier::kHot);
+  Tick(Tier::kMedium);
+  for (int i = 0; i < 3; ++i) {
+    Tick(Tier::kHot);
+    Tick(Tier::kMedium);
+  }
+  Tick(Tier::kSlow);
+  // Netlink's values, one sample per tick of the series' tier, never sysfs's.
+  const SeriesState cnp = State("hw_counters", "np_cnp_sent");  // hot
+  EXPECT_EQ(cnp.last_raw, 500u);
+  EXPECT_EQ(cnp.samples, 3u);
+  const SeriesState cqe = State("hw_counters", "req_cqe_error");  // medium
+  EXPECT_EQ(cqe.last_raw, 9u);
+  EXPECT_EQ(cqe.samples, 3u);
+  // One STAT_GET per port per tick (4 hot + 4 medium ticks, the first of each skipped).
+  EXPECT_EQ(kernel_.Requests(RDMA_NLDEV_CMD_STAT_GET) - gets_after_discovery, 6u);
+  // counters/ stays with sysfs.
+  EXPECT_EQ(State("counters", "port_xmit_data").last_raw, 1000u);
+
+  kernel_.SetCounter("mlx5_0", 1, "np_cnp_sent", 900);
+  Tick(Tier::kHot);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 900u);
+
+  const std::string m = SelfMetrics();
+  EXPECT_TRUE(Has(m,
+                  "fabricscope_rdma_hw_counters_source{device=\"mlx5_0\",port=\"1\","
+                  "source=\"netlink\"} 1"))
+      << m;
+  EXPECT_TRUE(Has(m,
+                  "fabricscope_rdma_hw_counters_source{device=\"mlx5_0\",port=\"1\","
+                  "source=\"sysfs\"} 0"));
+  EXPECT_TRUE(Has(m,
+                  "fabricscope_rdma_optional_counter_enabled{counter=\"cc_rx_ce_pkts\",device="
+                  "\"mlx5_0\",port=\"1\"} 0"));
+}
+
+TEST_F(RdmaNetlinkTest, AFailingPortGoesBackToSysfsAndIsReclaimed) {
+  Make();
+  Tick(Tier::kHot);
+  Tick(Tier::kHot);
+  ASSERT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 500u);
+
+  kernel_.SetStatGetErrno("mlx5_0", 1, ENODEV);
+  TestPollContext failed = Tick(Tier::kHot);
+  EXPECT_EQ(failed.Count(CollectorErrorCode::kNotFound), 1);
+  EXPECT_FALSE(ports_.HwCountersClaimed("mlx5_0", 1));
+  const uint64_t samples = State("hw_counters", "np_cnp_sent").samples;
+  Tick(Tier::kHot);  // sysfs reads it again
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 100u);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").samples, samples + 1);
+
+  // The config tier re-probes: still failing, reported once, not per tick.
+  TestPollContext c1 = Tick(Tier::kConfig);
+  TestPollContext c2 = Tick(Tier::kConfig);
+  EXPECT_EQ(c1.errors.size() + c2.errors.size(), 1u);
+  EXPECT_TRUE(SelfMetrics().find("fabricscope_rdma_hw_counters_source{device=\"mlx5_0\","
+                                 "port=\"1\",source=\"sysfs\"} 1") != std::string::npos);
+
+  kernel_.SetStatGetErrno("mlx5_0", 1, 0);
+  Tick(Tier::kConfig);
+  EXPECT_TRUE(ports_.HwCountersClaimed("mlx5_0", 1));
+  TestPollContext first = Tick(Tier::kHot);  // sysfs stopped, netlink skips its first sight
+  EXPECT_EQ(first.appends, 0);
+  Tick(Tier::kHot);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 500u);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").samples, samples + 2);
+}
+
+TEST_F(RdmaNetlinkTest, EnablingOptionalCountersIsOptInAndNeedsThePrivilege) {
+  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts", "no_such_counter"};
+  Make();  // unprivileged: EPERM, counted once
+  int denied = 0;
+  for (const auto& e : discover_errors_) denied += e.first == CollectorErrorCode::kPermissionDenied;
+  EXPECT_EQ(denied, 1);
+  EXPECT_FALSE(kernel_.Port("mlx5_0", 1).optional[0].enabled);
+  Tick(Tier::kConfig);  // asked once per port, not every config tick
+  EXPECT_EQ(kernel_.Requests(RDMA_NLDEV_CMD_STAT_SET), 1u);
+}
+
+TEST_F(RdmaNetlinkTest, EnabledOptionalCountersAreReadAndReported) {
+  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts"};
+  kernel_.SetPrivileged(true);
+  Make();
+  EXPECT_TRUE(discover_errors_.empty());
+  const FakeRdmaPort port = kernel_.Port("mlx5_0", 1);
+  EXPECT_TRUE(port.optional[0].enabled);
+  EXPECT_FALSE(port.optional[1].enabled) << "only the listed counter is enabled";
+  Tick(Tier::kMedium);
+  Tick(Tier::kMedium);
+  EXPECT_EQ(State("hw_counters", "cc_rx_ce_pkts").last_raw, 1234u);
+  const std::string m = SelfMetrics();
+  EXPECT_TRUE(Has(m,
+                  "fabricscope_rdma_optional_counter_enabled{counter=\"cc_rx_ce_pkts\",device="
+                  "\"mlx5_0\",port=\"1\"} 1"))
+      << m;
+  EXPECT_TRUE(Has(m,
+                  "fabricscope_rdma_optional_counter_enabled{counter=\"cc_rx_cnp_pkts\",device="
+                  "\"mlx5_0\",port=\"1\"} 0"));
+}
+
+TEST_F(RdmaNetlinkTest, KernelWithoutStatusStillServesCounters) {
+  kernel_.SetNoStatus(true);
+  Make();
+  EXPECT_EQ(discover_errors_.size(), 1u);
+  EXPECT_TRUE(ports_.HwCountersClaimed("mlx5_0", 1));
+  TestPollContext c = Tick(Tier::kConfig);
+  EXPECT_TRUE(c.errors.empty()) << "status not asked again";
+}
+
+TEST_F(RdmaNetlinkTest, UnsupportedKernelIsReportedOnceAndSysfsCarriesOn) {
+  kernel_.SetUnsupported(true);
+  Make();
+  ASSERT_EQ(discover_errors_.size(), 1u);
+  EXPECT_EQ(discover_errors_[0].first, CollectorErrorCode::kUnsupported);
+  EXPECT_TRUE(netlink_->unsupported());
+  EXPECT_FALSE(ports_.HwCountersClaimed("mlx5_0", 1));
+  for (int i = 0; i < 3; ++i) {
+    TestPollContext h = Tick(Tier::kHot);
+    TestPollContext c = Tick(Tier::kConfig);
+    EXPECT_TRUE(h.errors.empty());
+    EXPECT_TRUE(c.errors.empty());
+  }
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 100u);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").samples, 3u);
+  EXPECT_EQ(kernel_.Requests(RDMA_NLDEV_CMD_STAT_GET), 0u);
+}
+
+int CountLines(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += line.rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+TEST_F(RdmaNetlinkTest, PerProcessCountersAreBoundedTopKWithTheRestAsOther) {
+  options_.rdma_per_process = true;
+  options_.proc_root = root_ + "/proc";
+  for (uint32_t pid = 101; pid <= 107; ++pid) {
+    WriteFile(root_ + "/proc/" + std::to_string(pid) + "/comm",
+              "worker" + std::to_string(pid) + "\n");
+  }
+  kernel_.SetPrivileged(true);
+  Make();
+  EXPECT_TRUE(discover_errors_.empty());
+  EXPECT_TRUE(kernel_.Port("mlx5_0", 1).auto_pid);
+  // Seven processes; pid 10x has out_of_sequence 10*x: 107..103 are the top 5.
+  std::vector<FakeRdmaQpCounter> objects;
+  for (uint32_t pid = 101; pid <= 107; ++pid) {
+    objects.push_back(
+        {.id = pid,
+         .pid = pid,
+         .qps = 2,
+         .counters = {
+             {"out_of_sequence", 10 * (pid - 100)}, {"packet_seq_err", 1}, {"req_cqe_error", 5}}});
+  }
+  objects.push_back({.id = 200, .pid = 0, .counters = {{"out_of_sequence", 9999}}});  // kernel
+  kernel_.SetQpCounters("mlx5_0", 1, objects);
+  Tick(Tier::kMedium);
+  std::string m = SelfMetrics();
+  const std::string fam = "fabricscope_rdma_process_qp_counter{";
+  EXPECT_EQ(CountLines(m, fam), 6 * 6) << m;  // 5 processes + other, 6 counters each
+  EXPECT_TRUE(Has(m, fam + "counter=\"out_of_sequence\",device=\"mlx5_0\",pid=\"107\",port=\"1\","
+                           "process=\"worker107\"} 70"))
+      << m;
+  EXPECT_TRUE(Has(m, fam + "counter=\"out_of_sequence\",device=\"mlx5_0\",pid=\"\",port=\"1\","
+                           "process=\"other\"} 30"));  // 101 + 102
+  EXPECT_TRUE(Has(
+      m,
+      fam +
+          "counter=\"packet_seq_err\",device=\"mlx5_0\",pid=\"\",port=\"1\",process=\"other\"} 2"));
+  EXPECT_EQ(m.find("worker101"), std::string::npos);
+  EXPECT_EQ(CountLines(m, fam + "counter=\"req_cqe_error\""), 0) << "only the ranking counters";
+
+  // Processes go away: their series go with them.
+  objects.resize(2);
+  kernel_.SetQpCounters("mlx5_0", 1, objects);
+  Tick(Tier::kMedium);
+  m = SelfMetrics();
+  EXPECT_EQ(CountLines(m, fam), 2 * 6) << m;
+  EXPECT_EQ(m.find("process=\"other\"}"), std::string::npos);
+}
+
+TEST_F(RdmaNetlinkTest, PerProcessWithoutThePrivilegeIsReportedOnce) {
+  options_.rdma_per_process = true;
+  Make();
+  int denied = 0;
+  for (const auto& e : discover_errors_) denied += e.first == CollectorErrorCode::kPermissionDenied;
+  EXPECT_EQ(denied, 1);
+  EXPECT_TRUE(Tick(Tier::kConfig).errors.empty());
+  EXPECT_EQ(kernel_.Requests(RDMA_NLDEV_CMD_STAT_SET), 1u);
+}
+
+// The real kernel transport on this machine's kernel.
+TEST_F(RdmaNetlinkTest, ThisKernelWithoutRdmaNetlinkIsUnsupportedOnce) {
+  if (MakeKernelRdmaNetlinkTransport().ok()) {
+    GTEST_SKIP() << "this kernel has NETLINK_RDMA (ib_core loaded)";
+  }
+  Make(MakeKernelRdmaNetlinkTransport);
+  ASSERT_EQ(discover_errors_.size(), 1u);
+  EXPECT_EQ(discover_errors_[0].first, CollectorErrorCode::kUnsupported);
+  EXPECT_TRUE(netlink_->unsupported());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(Tick(Tier::kHot).errors.empty());
+    EXPECT_TRUE(Tick(Tier::kConfig).errors.empty());
+  }
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").samples, 2u);
+}
+
+TEST_F(RdmaNetlinkTest, CreateNeverAsksTheKernelForAFixtureTree) {
+  CollectorContext cc{&options_, &store_, &ports_, &clock_, &metrics_};
+  auto c = RdmaNetlinkCollector::Create(cc);
+  ASSERT_TRUE(c.ok());
+  TestPollContext ctx(&store_, Tier::kConfig, Now());
+  ASSERT_TRUE((*c)->Discover(ctx).ok());
+  EXPECT_TRUE(ctx.errors.empty());
+}
+
+// Golden: the store-backed exposition of the port's hw_counters families as
+// the netlink path fills them (tests/golden/rdma_netlink.metrics).
+TEST_F(RdmaNetlinkTest, GoldenMetrics) {
+  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts"};
+  kernel_.SetPrivileged(true);
+  Make();
+  for (int i = 0; i < 2; ++i) {
+    Tick(Tier::kHot);
+    Tick(Tier::kMedium);
+  }
+  kernel_.SetCounter("mlx5_0", 1, "out_of_sequence", 400);
+  kernel_.SetCounter("mlx5_0", 1, "cc_rx_ce_pkts", 2000);
+  Tick(Tier::kHot);
+  Tick(Tier::kMedium);
+  Tick(Tier::kSlow);
+  std::string got =
+      prometheus::TextSerializer().Serialize(RenderStoreFamilies(store_, &ports_, ts_));
+  // Only the families the netlink path writes, plus the source and optional gauges.
+  std::string kept;
+  std::istringstream lines(got + SelfMetrics());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("fabricscope_rdma_errors_total") != std::string::npos ||
+        line.find("fabricscope_cnp_sent_total") != std::string::npos ||
+        line.find("fabricscope_rdma_hw_counters_source") != std::string::npos ||
+        line.find("fabricscope_rdma_optional_counter_enabled") != std::string::npos) {
+      kept += line + "\n";
+    }
+  }
+  EXPECT_NE(kept.find("counter=\"out_of_sequence\"} 400"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("counter=\"cc_rx_ce_pkts\"} 2000"), std::string::npos) << kept;
+  const std::string golden = SourceDir() + "/tests/golden/rdma_netlink.metrics";
+  if (std::getenv("FABRICSCOPE_UPDATE_GOLDENS") != nullptr) {
+    std::ofstream(golden, std::ios::trunc) << kept;
+  }
+  EXPECT_EQ(kept, ReadFile(golden))
+      << "differs from " << golden
+      << " (if intended: FABRICSCOPE_UPDATE_GOLDENS=1 build/release/unit_tests "
+         "--gtest_filter=RdmaNetlinkTest.GoldenMetrics, or tools/update-goldens.sh)";
+}
+
+}  // namespace
+}  // namespace fabricscope
