@@ -37,26 +37,6 @@ const MetricSpec& kReloads = DefineMetric(
      .labels = {"result"},
      .component = "daemon"});
 
-// prometheus-cpp's exposer serves these itself; declared so the reference is complete.
-const MetricSpec& kExposerBytes =
-    DefineMetric({.name = "exposer_transferred_bytes_total",
-                  .type = MetricType::kCounter,
-                  .help = "Transferred bytes to metrics services (served by prometheus-cpp).",
-                  .labels = {},
-                  .component = "prometheus-cpp"});
-const MetricSpec& kExposerScrapes =
-    DefineMetric({.name = "exposer_scrapes_total",
-                  .type = MetricType::kCounter,
-                  .help = "Number of times metrics were scraped (served by prometheus-cpp).",
-                  .labels = {},
-                  .component = "prometheus-cpp"});
-const MetricSpec& kExposerLatencies = DefineMetric(
-    {.name = "exposer_request_latencies",
-     .type = MetricType::kSummary,
-     .help = "Latencies of serving scrape requests, in microseconds (served by prometheus-cpp).",
-     .labels = {"quantile"},
-     .component = "prometheus-cpp"});
-
 const MetricSpec& kStateRestored = DefineMetric(
     {.name = "fabricscope_state_restored",
      .type = MetricType::kGauge,

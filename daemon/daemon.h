@@ -1,7 +1,7 @@
 // The daemon: owns every component and wires them together.
 //
 //   collectors --(Poll via Scheduler tier threads)--> Store
-//   Store --(snapshots)--> PrometheusExporter (civetweb threads)
+//   Store --(snapshots)--> PrometheusExporter (HTTP server threads)
 //   gRPC clients --(Ingest, OTLP Export on GrpcServer threads)--> SpanIngester
 //     --> SpanStore (bounded ring, --span-memory) --> correlator / Query service
 //   Store --(every append, on the tier thread)--> DetectorEngine --> EventLog,

@@ -16,7 +16,7 @@ packages=(
   liblldpctl-dev libhwloc-dev
   libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
   prometheus-cpp-dev
-  libcivetweb-dev
+  libmicrohttpd-dev libgnutls28-dev libyaml-cpp-dev libcrypt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   zlib1g-dev
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev

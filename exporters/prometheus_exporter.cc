@@ -1,26 +1,18 @@
 #include "exporters/prometheus_exporter.h"
 
-#include <CivetServer.h>
-#include <civetweb.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <exception>
 #include <fstream>
+#include <iterator>
 #include <map>
-#include <mutex>
-#include <string_view>
-#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/metric_type.h"
+#include "prometheus/text_serializer.h"
 #include "store/aggregates.h"
 
 namespace fabricscope {
@@ -405,44 +397,25 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
 
 namespace {
 
-// The health function of this process (see PrometheusExporter::Start).
-std::mutex g_health_mu;
-HealthFn* g_health = nullptr;  // guarded by g_health_mu; owned by an exporter
+HttpResponse Reply(int status, std::string body,
+                   std::vector<std::pair<std::string, std::string>> headers = {}) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  r.headers = std::move(headers);
+  return r;
+}
 
-// civetweb's begin_request hook: answers the probe paths, leaves every other
-// request to prometheus-cpp (return 0).
-int HandleProbe(mg_connection* conn) {
-  const mg_request_info* info = mg_get_request_info(conn);
-  if (info == nullptr || info->local_uri == nullptr) return 0;
-  const absl::string_view uri = info->local_uri;
-  if (uri != "/healthz" && uri != "/readyz") return 0;
+HttpResponse Probe(const HealthFn& health, const std::string& path) {
   HealthStatus h;
-  {
-    std::lock_guard lock(g_health_mu);
-    if (g_health != nullptr && *g_health) h = (*g_health)();
-  }
-  const bool ok = uri == "/healthz" ? h.live : h.ready;
-  const std::string body =
-      ok ? "ok\n" : absl::StrCat(h.detail.empty() ? "unhealthy" : h.detail, "\n");
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Content-Length: %zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-            ok ? 200 : 503, ok ? "OK" : "Service Unavailable", body.size());
-  if (std::string_view(info->request_method ? info->request_method : "") != "HEAD") {
-    mg_write(conn, body.data(), body.size());
-  }
-  return ok ? 200 : 503;
+  if (health) h = health();
+  const bool ok = path == "/healthz" ? h.live : h.ready;
+  HttpResponse r;
+  r.status = ok ? 200 : 503;
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.body = ok ? "ok\n" : absl::StrCat(h.detail.empty() ? "unhealthy" : h.detail, "\n");
+  return r;
 }
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
-    const std::string& listen, MetricsRegistry* metrics, const Store* store,
-    const PortInventory* ports, HealthFn health) {
-  return Start(listen, Security{}, metrics, store, ports, std::move(health));
-}
-
-namespace {
 
 // "user:password" lines; '#' starts a comment line.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadAuthFile(
@@ -481,38 +454,42 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
+// The user and password of an "Authorization: Basic ..." header.
+bool ParseBasicAuth(absl::string_view header, std::string* user, std::string* password) {
+  constexpr absl::string_view kBasic = "basic ";
+  if (header.size() <= kBasic.size() ||
+      !absl::EqualsIgnoreCase(header.substr(0, kBasic.size()), kBasic)) {
+    return false;
+  }
+  std::string decoded;
+  if (!absl::Base64Unescape(absl::StripAsciiWhitespace(header.substr(kBasic.size())), &decoded)) {
+    return false;
+  }
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  *user = decoded.substr(0, colon);
+  *password = decoded.substr(colon + 1);
+  return true;
+}
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
+    const std::string& listen, MetricsRegistry* metrics, const Store* store,
+    const PortInventory* ports, HealthFn health) {
+  return Start(listen, Security{}, metrics, store, ports, std::move(health));
+}
 
 absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     const std::string& listen, const Security& security, MetricsRegistry* metrics,
     const Store* store, const PortInventory* ports, HealthFn health, MetricsProfile profile) {
   std::unique_ptr<PrometheusExporter> e(new PrometheusExporter());
-  std::vector<std::pair<std::string, std::string>> users;
   if (!security.auth_file.empty()) {
     auto u = ReadAuthFile(security.auth_file);
     if (!u.ok()) return u.status();
-    users = *std::move(u);
+    e->users_ = *std::move(u);
   }
-  if (health) {
-    e->health_ = std::make_unique<HealthFn>(std::move(health));
-    std::lock_guard lock(g_health_mu);
-    g_health = e->health_.get();
-  }
-  CivetCallbacks callbacks;  // zero-initialised by its constructor
-  callbacks.begin_request = HandleProbe;
-  // Idle or never-reading clients hold a civetweb worker until the request
-  // timeout: more workers than the default 2 and a short timeout keep a few
-  // such peers from blocking scrapes and the probes.
-  std::vector<std::string> options = {"listening_ports",    listen,
-                                      "num_threads",        absl::StrCat(kHttpThreads),
-                                      "request_timeout_ms", absl::StrCat(kHttpRequestTimeoutMs),
-                                      "linger_timeout_ms",  "500"};
-  try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
-  } catch (const std::exception& ex) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on metrics-listen ", listen, ": ", ex.what()));
-  }
+  e->health_ = std::move(health);
   e->store_collectable_ = std::make_shared<StoreCollectable>(store, ports);
   e->metrics_collectable_ = metrics->registry();
   if (profile != MetricsProfile::kFull) {
@@ -520,71 +497,50 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
     e->metrics_collectable_ =
         std::make_shared<ProfiledCollectable>(e->metrics_collectable_, profile);
   }
-  e->exposer_->RegisterCollectable(e->metrics_collectable_);
-  e->exposer_->RegisterCollectable(e->store_collectable_);
-  if (!users.empty()) {
-    e->exposer_->RegisterAuth(
-        [users](const std::string& user, const std::string& password) {
-          bool ok = false;
-          for (const auto& [u, p] : users) ok |= u == user && SameSecret(p, password);
-          return ok;
-        },
-        "fabricscope", "/metrics");
+  const PrometheusExporter* self = e.get();
+  auto server =
+      HttpServer::Start(listen, [self](const HttpRequest& req) { return self->Serve(req); });
+  if (!server.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics-listen ", listen, ": ", server.status().message()));
   }
-  std::vector<int> listening = e->exposer_->GetListeningPorts();
-  if (listening.empty()) return absl::UnavailableError("metrics server has no listening port");
-  std::string host = listen.substr(0, listen.rfind(':'));
-  e->address_ = absl::StrCat(host, ":", listening.front());
+  e->server_ = *std::move(server);
   return e;
 }
 
-namespace {
-
-// Opens and closes one TCP connection to `address` (HOST:PORT; a wildcard
-// host means loopback). Used to wake civetweb's accept loop.
-void Poke(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return;
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
-  if (host == "::") host = "::1";
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return;
-  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    (void)connect(fd, res->ai_addr, res->ai_addrlen);
-    close(fd);
-  }
-  freeaddrinfo(res);
+PrometheusExporter::~PrometheusExporter() {
+  server_.reset();  // no request runs after this
 }
 
-}  // namespace
+bool PrometheusExporter::Authorized(const HttpRequest& req) const {
+  if (users_.empty()) return true;
+  std::string user, password;
+  if (!ParseBasicAuth(req.Header("authorization"), &user, &password)) return false;
+  bool ok = false;
+  for (const auto& [u, p] : users_) ok |= u == user && SameSecret(p, password);
+  return ok;
+}
 
-PrometheusExporter::~PrometheusExporter() {
-  // civetweb's stop waits for its accept loop, which only looks at the stop
-  // flag between polls of up to 2 s; a connection wakes the poll, so keep
-  // poking (every 20 ms) until the server has stopped: SIGTERM stays well
-  // within its bound.
-  std::atomic<bool> stopped{false};
-  std::thread waker;
-  if (exposer_ != nullptr && !address_.empty()) {
-    waker = std::thread([this, &stopped] {
-      while (!stopped.load()) {
-        Poke(address_);
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
+HttpResponse PrometheusExporter::Serve(const HttpRequest& req) const {
+  if (req.method != "GET" && req.method != "HEAD") {
+    return Reply(405, "method not allowed\n", {{"Allow", "GET, HEAD"}});
   }
-  exposer_.reset();  // no request runs after this
-  stopped.store(true);
-  if (waker.joinable()) waker.join();
-  std::lock_guard lock(g_health_mu);
-  if (g_health == health_.get()) g_health = nullptr;
+  if (req.path == "/healthz" || req.path == "/readyz") return Probe(health_, req.path);
+  if (req.path != "/metrics") return Reply(404, "not found; see /metrics\n");
+  if (!Authorized(req)) {
+    return Reply(401, "unauthorized\n", {{"WWW-Authenticate", "Basic realm=\"fabricscope\""}});
+  }
+  return ServeMetrics(req);
+}
+
+HttpResponse PrometheusExporter::ServeMetrics(const HttpRequest& /*req*/) const {
+  std::vector<prometheus::MetricFamily> families = metrics_collectable_->Collect();
+  std::vector<prometheus::MetricFamily> store = store_collectable_->Collect();
+  std::move(store.begin(), store.end(), std::back_inserter(families));
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = prometheus::TextSerializer().Serialize(families);
+  return r;
 }
 
 }  // namespace fabricscope

@@ -1,4 +1,4 @@
-// The Prometheus /metrics endpoint (prometheus-cpp Exposer over civetweb).
+// The Prometheus /metrics endpoint (exporters/http_server.h: libmicrohttpd).
 //
 // Two sources are rendered on every scrape:
 //  - the self-metrics registry (MetricsRegistry), and
@@ -8,8 +8,9 @@
 //    store's own size metrics.
 // Nothing is reset on scrape, so any number of scrapers see consistent values.
 //
-// Thread-safety: civetweb serves scrapes on its own threads; rendering only
-// reads store snapshots, so a slow or stuck scraper never delays a poll.
+// Thread-safety: the HTTP server's workers serve scrapes on their own threads;
+// rendering only reads store snapshots, so a slow or stuck scraper never
+// delays a poll.
 #pragma once
 
 #include <functional>
@@ -19,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "exporters/http_server.h"
 #include "exporters/metrics_profile.h"
 #include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
@@ -65,12 +66,8 @@ using HealthFn = std::function<HealthStatus()>;
 
 class PrometheusExporter {
  public:
-  static constexpr int kHttpThreads = 8;
-  static constexpr int kHttpRequestTimeoutMs = 5000;
   // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
-  // `health` (may be empty: always healthy) answers /healthz and /readyz; one
-  // process serves at most one health function (the last exporter started
-  // with one; civetweb's callbacks carry no user data of ours).
+  // `health` (may be empty: always healthy) answers /healthz and /readyz.
   static absl::StatusOr<std::unique_ptr<PrometheusExporter>> Start(const std::string& listen,
                                                                    MetricsRegistry* metrics,
                                                                    const Store* store,
@@ -78,9 +75,7 @@ class PrometheusExporter {
                                                                    HealthFn health = {});
   // The same with access control for /metrics: `auth_file` ("user:password"
   // lines, '#' comments) requires HTTP basic auth on /metrics (the probes stay
-  // open). No HTTPS here: Debian 12's civetweb 1.15 fails every TLS request
-  // after the handshake with OpenSSL 3 (its own `civetweb` binary too), so
-  // TLS for /metrics is terminated in front of the daemon (deploy/README.md).
+  // open).
   struct Security {
     std::string auth_file;
   };
@@ -93,15 +88,22 @@ class PrometheusExporter {
   ~PrometheusExporter();
 
   // The bound address with the real port, e.g. "127.0.0.1:40123".
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return server_->address(); }
 
  private:
   PrometheusExporter() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  // Every request: the probes, /metrics (after the access check), else 404.
+  HttpResponse Serve(const HttpRequest& req) const;
+  // GET /metrics: the self-metrics and the store's families.
+  HttpResponse ServeMetrics(const HttpRequest& req) const;
+  // Whether `req` carries the credentials /metrics requires.
+  bool Authorized(const HttpRequest& req) const;
+
   std::shared_ptr<prometheus::Collectable> store_collectable_;
   std::shared_ptr<prometheus::Collectable> metrics_collectable_;
-  std::string address_;
-  std::unique_ptr<HealthFn> health_;
+  HealthFn health_;
+  std::vector<std::pair<std::string, std::string>> users_;  // empty: no auth
+  std::unique_ptr<HttpServer> server_;                      // last: stopped before the rest goes
 };
 
 }  // namespace fabricscope

@@ -6,7 +6,7 @@
 #   - its memory stays within its budgets: VmHWM (peak RSS) from
 #     /proc/<pid>/status at most --store-memory + --span-memory + a stated
 #     overhead (FAULT_OVERHEAD_KB: 64 MiB for the code, libraries, gRPC and
-#     civetweb threads and buffers; 1 GiB under ASan/TSan, whose shadow memory
+#     HTTP server threads and buffers; 1 GiB under ASan/TSan, whose shadow memory
 #     and quarantine are not the daemon's),
 #   - the scheduler keeps every tier on time: fabricscope_scheduler_overruns_total
 #     (all tiers) grows by less than FAULT_MAX_OVERRUN_PERCENT (25) % of the
@@ -154,8 +154,7 @@ npm_modules() {
 
 # fault_stop_daemon WHAT: SIGTERM; the daemon must exit 0. Exiting within the
 # 2 s bound (README, lib.sh stop_daemon) is a known_bug check: after some
-# faults it takes longer (civetweb's mg_stop waits up to its 2 s poll
-# quantum, more under load or ASan); then it gets 60 s more.
+# faults it takes longer (more under load or ASan); then it gets 60 s more.
 fault_stop_daemon() {
   local t0 t1 rc=0
   t0=$(date +%s%N)

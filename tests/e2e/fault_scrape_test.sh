@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Misbehaving scrapers against the real daemon's /metrics endpoint (issue #10,
 # item 3), with tests/tools/scrape_fault_client.py:
-#   - 2 connections that never send a request (the endpoint has 2 worker
-#     threads),
+#   - 2 connections that never send a request (the endpoint used to have 2
+#     worker threads),
 #   - 20 scrapers that send GET /metrics and never read the answer,
 #   - 2 scrapers that read it slowly (512 bytes every 100 ms).
 # During each: the daemon stays up, a series keeps being sampled at its
@@ -47,7 +47,7 @@ fault() {
     echo "ok: /metrics and /healthz answer with $n $mode scrapers connected"
   else
     known_bug "/metrics or /healthz does not answer within 3 s while $n $mode scrapers are connected" \
-      "(prometheus::Exposer with 2 civetweb threads, exporters/prometheus_exporter.cc)"
+      "(exporters/http_server.cc)"
   fi
   kill -TERM "$pid"
   wait "$pid" || fail "$mode client failed: $(cat "$WORK/client.out")"
