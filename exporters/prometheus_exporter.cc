@@ -12,7 +12,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/metric_type.h"
-#include "prometheus/text_serializer.h"
 #include "store/aggregates.h"
 
 namespace fabricscope {
@@ -533,13 +532,38 @@ HttpResponse PrometheusExporter::Serve(const HttpRequest& req) const {
   return ServeMetrics(req);
 }
 
-HttpResponse PrometheusExporter::ServeMetrics(const HttpRequest& /*req*/) const {
-  std::vector<prometheus::MetricFamily> families = metrics_collectable_->Collect();
-  std::vector<prometheus::MetricFamily> store = store_collectable_->Collect();
-  std::move(store.begin(), store.end(), std::back_inserter(families));
+void PrometheusExporter::SetExemplarSource(ExemplarFn fn) {
+  auto shared = fn ? std::make_shared<const ExemplarFn>(std::move(fn)) : nullptr;
+  std::lock_guard lock(exemplars_mu_);
+  exemplars_ = std::move(shared);
+}
+
+HttpResponse PrometheusExporter::ServeMetrics(const HttpRequest& req) const {
+  const std::string& accept = req.Header("accept");
+  const std::optional<ExpositionFormat> format = NegotiateFormat(accept);
+  std::vector<prometheus::MetricFamily> families;
+  std::vector<SeriesExemplar> exemplars;
+  if (format.has_value()) {  // a 406 renders nothing
+    families = metrics_collectable_->Collect();
+    std::vector<prometheus::MetricFamily> store = store_collectable_->Collect();
+    std::move(store.begin(), store.end(), std::back_inserter(families));
+    if (*format == ExpositionFormat::kOpenMetrics) {
+      std::shared_ptr<const ExemplarFn> fn;
+      {
+        std::lock_guard lock(exemplars_mu_);
+        fn = exemplars_;
+      }
+      if (fn != nullptr) exemplars = (*fn)();
+    }
+  }
+  ScrapeOutput out = RenderScrape(families, exemplars, accept, req.Header("accept-encoding"));
   HttpResponse r;
-  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  r.body = prometheus::TextSerializer().Serialize(families);
+  r.status = out.status;
+  r.content_type = std::move(out.content_type);
+  r.body = std::move(out.body);
+  if (!out.content_encoding.empty())
+    r.headers.emplace_back("Content-Encoding", out.content_encoding);
+  r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
   return r;
 }
 

@@ -15,11 +15,13 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "exporters/exposition.h"
 #include "exporters/http_server.h"
 #include "exporters/metrics_profile.h"
 #include "prometheus/collectable.h"
@@ -64,6 +66,10 @@ struct HealthStatus {
 };
 using HealthFn = std::function<HealthStatus()>;
 
+// The exemplars of a scrape (exporters/exposition.h), e.g. the span
+// aggregates' (daemon/correlate/span_aggregates.h).
+using ExemplarFn = std::function<std::vector<SeriesExemplar>()>;
+
 class PrometheusExporter {
  public:
   // Binds `listen` (HOST:PORT; port 0 picks a free port) and starts serving.
@@ -90,11 +96,18 @@ class PrometheusExporter {
   // The bound address with the real port, e.g. "127.0.0.1:40123".
   const std::string& address() const { return server_->address(); }
 
+  // Where /metrics takes its exemplars from (written in OpenMetrics
+  // responses only); may be set while serving. `fn` is called on the server's
+  // threads until the exporter is destroyed or the source replaced.
+  void SetExemplarSource(ExemplarFn fn);
+
  private:
   PrometheusExporter() = default;
   // Every request: the probes, /metrics (after the access check), else 404.
   HttpResponse Serve(const HttpRequest& req) const;
-  // GET /metrics: the self-metrics and the store's families.
+  // GET /metrics: the self-metrics and the store's families, in the format
+  // and encoding the request's Accept and Accept-Encoding negotiate
+  // (exporters/exposition.h: RenderScrape).
   HttpResponse ServeMetrics(const HttpRequest& req) const;
   // Whether `req` carries the credentials /metrics requires.
   bool Authorized(const HttpRequest& req) const;
@@ -103,7 +116,9 @@ class PrometheusExporter {
   std::shared_ptr<prometheus::Collectable> metrics_collectable_;
   HealthFn health_;
   std::vector<std::pair<std::string, std::string>> users_;  // empty: no auth
-  std::unique_ptr<HttpServer> server_;                      // last: stopped before the rest goes
+  mutable std::mutex exemplars_mu_;
+  std::shared_ptr<const ExemplarFn> exemplars_;  // guarded by exemplars_mu_; may be null
+  std::unique_ptr<HttpServer> server_;           // last: stopped before the rest goes
 };
 
 }  // namespace fabricscope
