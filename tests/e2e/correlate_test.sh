@@ -334,6 +334,13 @@ grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$WORK/om.
 [ "$(tail -n1 "$WORK/om")" = "# EOF" ] || fail "OpenMetrics body does not end with # EOF"
 grep -q "^fabricscope_stalls_total{name=\"decode_step\",verdict=\"fabric\"} 1 # {trace_id=\"$FABRIC_TRACE\",span_id=\"[0-9a-f]\{16\}\"} [0-9.e-]* [0-9]*\.[0-9]*$" "$WORK/om" ||
   fail "no exemplar with trace $FABRIC_TRACE on the stall counter: $(grep '^fabricscope_stall' "$WORK/om")"
+# gzip when asked (curl --compressed decodes it), 406 for a format we cannot serve.
+curl -sf --max-time 5 --compressed -H 'Accept: application/openmetrics-text' -D "$WORK/gz.headers" \
+  "http://$METRICS_ADDR/metrics" >"$WORK/om.gz.txt" || fail "gzip scrape failed"
+grep -qi '^content-encoding: gzip' "$WORK/gz.headers" || fail "no gzip: $(cat "$WORK/gz.headers")"
+grep -q "trace_id=\"$FABRIC_TRACE\"" "$WORK/om.gz.txt" || fail "gzip OpenMetrics body lacks the exemplar"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Accept: application/json' "http://$METRICS_ADDR/metrics")
+[ "$code" = 406 ] || fail "Accept: application/json: want 406, got $code"
 # Prometheus: the exemplar through its API; the target healthy.
 from=$(($(date +%s) - 120))
 got=""
