@@ -1,12 +1,21 @@
 // Scrape render time: RenderStoreFamilies (raw counter families, the
-// sub-second aggregate families, store self-metrics) plus the Prometheus text
-// serialisation, for 10k and 50k series. One scrape per iteration, one core.
+// sub-second aggregate families, store self-metrics) plus the exposition
+// writer (exporters/exposition.h), for 10k and 50k series. One scrape per
+// iteration, one core.
+//   BM_Scrape/N              render + text 0.0.4 (what /metrics serves by default)
+//   BM_ScrapeOpenMetrics/N   render + OpenMetrics 1.0.0
+//   BM_ScrapeGzip/N          render + text + gzip (zlib level 1; Prometheus
+//                            sends Accept-Encoding: gzip)
+//   BM_ScrapePrometheusCpp/N render + prometheus-cpp's TextSerializer (the
+//                            scrape path before the writer, for comparison)
+//   BM_RenderOnly/N          the render alone
 #include <benchmark/benchmark.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "exporters/exposition.h"
 #include "exporters/prometheus_exporter.h"
 #include "prometheus/text_serializer.h"
 #include "store/store.h"
@@ -84,12 +93,23 @@ Built Build(size_t target) {
   return b;
 }
 
-void BM_Scrape(benchmark::State& state) {
+enum class Out { kText, kOpenMetrics, kGzip, kPrometheusCpp };
+
+void RunScrape(benchmark::State& state, Out mode) {
   Built b = Build(static_cast<size_t>(state.range(0)));
   size_t bytes = 0, lines = 0;
   for (auto _ : state) {
     std::vector<prometheus::MetricFamily> f = RenderStoreFamilies(*b.store, nullptr);
-    std::string text = prometheus::TextSerializer().Serialize(f);
+    std::string text;
+    if (mode == Out::kPrometheusCpp) {
+      text = prometheus::TextSerializer().Serialize(f);
+    } else {
+      WriteExposition(
+          f, {},
+          mode == Out::kOpenMetrics ? ExpositionFormat::kOpenMetrics : ExpositionFormat::kText,
+          &text);
+      if (mode == Out::kGzip) text = Gzip(text);
+    }
     bytes = text.size();
     benchmark::DoNotOptimize(text.data());
     lines = 0;
@@ -99,7 +119,15 @@ void BM_Scrape(benchmark::State& state) {
   state.counters["samples_out"] = static_cast<double>(lines);
   state.counters["bytes_out"] = static_cast<double>(bytes);
 }
+
+void BM_Scrape(benchmark::State& state) { RunScrape(state, Out::kText); }
+void BM_ScrapeOpenMetrics(benchmark::State& state) { RunScrape(state, Out::kOpenMetrics); }
+void BM_ScrapeGzip(benchmark::State& state) { RunScrape(state, Out::kGzip); }
+void BM_ScrapePrometheusCpp(benchmark::State& state) { RunScrape(state, Out::kPrometheusCpp); }
 BENCHMARK(BM_Scrape)->Arg(10'000)->Arg(50'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ScrapeOpenMetrics)->Arg(10'000)->Arg(50'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ScrapeGzip)->Arg(10'000)->Arg(50'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ScrapePrometheusCpp)->Arg(10'000)->Arg(50'000)->Unit(benchmark::kMillisecond);
 
 // The render alone (no text serialisation), to see where the time goes.
 void BM_RenderOnly(benchmark::State& state) {

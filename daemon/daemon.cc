@@ -207,6 +207,9 @@ absl::Status Daemon::Init() {
     correlator_ = std::make_unique<Correlator>(store_.get(), &ports_, copt,
                                                StallPolicy(config_.stall_thresholds));
     span_aggregates_ = std::make_unique<SpanAggregates>(&metrics_, config_.max_span_names);
+    // Stalled spans' trace ids as exemplars on /metrics (OpenMetrics); the
+    // exporter is stopped first in ~Daemon, before the aggregates go.
+    exporter_->SetExemplarSource([agg = span_aggregates_.get()] { return agg->Exemplars(); });
     CorrelationWorkerOptions wopt;
     wopt.settle_delay = slowest + config_.hot_interval + absl::Milliseconds(100);
     wopt.queue_limit = config_.correlate_queue;

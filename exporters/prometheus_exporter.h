@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/metrics.h"
+#include "exporters/exposition.h"
 #include "exporters/http_server.h"
 #include "exporters/metrics_profile.h"
 #include "exporters/web_config.h"
@@ -66,6 +67,10 @@ struct HealthStatus {
   std::string detail;
 };
 using HealthFn = std::function<HealthStatus()>;
+
+// The exemplars of a scrape (exporters/exposition.h), e.g. the span
+// aggregates' (daemon/correlate/span_aggregates.h).
+using ExemplarFn = std::function<std::vector<SeriesExemplar>()>;
 
 // Serves /metrics, /healthz and /readyz (exporters/http_server.h).
 //
@@ -115,6 +120,11 @@ class PrometheusExporter {
   // "https" while TLS is on, else "http".
   std::string scheme() const { return tls_.has_value() ? "https" : "http"; }
 
+  // Where /metrics takes its exemplars from (written in OpenMetrics
+  // responses only); may be set while serving. `fn` is called on the server's
+  // threads until the exporter is destroyed or the source replaced.
+  void SetExemplarSource(ExemplarFn fn);
+
  private:
   // What a request needs from the web config: swapped whole on a reload.
   struct Access {
@@ -128,7 +138,9 @@ class PrometheusExporter {
   // the configured headers are added to every answer.
   HttpResponse Serve(const HttpRequest& req) const;
   HttpResponse Route(const HttpRequest& req, const Access& access) const;
-  // GET /metrics: the self-metrics and the store's families.
+  // GET /metrics: the self-metrics and the store's families, in the format
+  // and encoding the request's Accept and Accept-Encoding negotiate
+  // (exporters/exposition.h: RenderScrape).
   HttpResponse ServeMetrics(const HttpRequest& req) const;
   // Whether `req` carries credentials that `access` accepts.
   static bool Authorized(const HttpRequest& req, const Access& access);
@@ -142,6 +154,8 @@ class PrometheusExporter {
   mutable std::mutex access_mu_;
   std::shared_ptr<const Access> access_;  // guarded by access_mu_; never null
   std::optional<TlsOptions> tls_;         // what server_ runs with
+  mutable std::mutex exemplars_mu_;
+  std::shared_ptr<const ExemplarFn> exemplars_;  // guarded by exemplars_mu_; may be null
   std::unique_ptr<HttpServer> server_;    // last: stopped before the rest goes
 };
 

@@ -1,6 +1,10 @@
 #include "daemon/correlate/span_aggregates.h"
 
+#include <algorithm>
 #include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 
 namespace fabricscope {
 namespace {
@@ -60,12 +64,55 @@ std::string SpanAggregates::NameLabel(const std::string& name) {
   return "other";
 }
 
+std::vector<SeriesExemplar> SpanAggregates::Exemplars() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SeriesExemplar> out;
+  out.reserve(exemplars_.size());
+  for (const auto& [key, e] : exemplars_) out.push_back(e);
+  return out;
+}
+
+void SpanAggregates::OfferExemplar(const std::string& family,
+                                   std::vector<prometheus::ClientMetric::Label> labels,
+                                   const Span& span) {
+  Exemplar e;
+  e.value =
+      static_cast<double>(std::max<int64_t>(0, span.end_unix_nano - span.start_unix_nano)) * 1e-9;
+  e.timestamp_ns = span.end_unix_nano;
+  std::string key = family;
+  for (const auto& l : labels) absl::StrAppend(&key, "\xff", l.value);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = exemplars_.try_emplace(std::move(key));
+  SeriesExemplar& cur = it->second;
+  if (!inserted) {
+    const bool newer_window =
+        span.end_unix_nano - cur.exemplar.timestamp_ns > absl::ToInt64Nanoseconds(kExemplarWindow);
+    if (!newer_window && e.value < cur.exemplar.value) return;
+  }
+  e.trace_id = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(span.trace_id.data()), span.trace_id.size()));
+  e.span_id = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(span.span_id.data()), span.span_id.size()));
+  cur.family = family;
+  cur.labels = std::move(labels);
+  cur.exemplar = std::move(e);
+}
+
 void SpanAggregates::Record(const Span& span, const SpanCorrelation& c) {
   const std::string name = NameLabel(span.name);
   const std::string verdict(VerdictName(c.verdict));
   metrics_->Counter(kSpans).Add({{"name", name}, {"verdict", verdict}}).Increment();
+  const bool traced =
+      std::any_of(span.trace_id.begin(), span.trace_id.end(), [](uint8_t b) { return b != 0; });
+  if (traced && c.verdict == Verdict::kFabric) {
+    OfferExemplar(kSpans.name, {{"name", name}, {"verdict", verdict}}, span);
+  }
   if (!c.stall) return;
   metrics_->Counter(kStalls).Add({{"name", name}, {"verdict", verdict}}).Increment();
+  if (traced) {
+    OfferExemplar(kStalls.name, {{"name", name}, {"verdict", verdict}}, span);
+    OfferExemplar(kStallDuration.name, {{"name", name}, {"verdict", verdict}}, span);
+  }
   const double seconds =
       static_cast<double>(std::max<int64_t>(0, span.end_unix_nano - span.start_unix_nano)) * 1e-9;
   metrics_->Histogram(kStallDuration)
@@ -75,6 +122,7 @@ void SpanAggregates::Record(const Span& span, const SpanCorrelation& c) {
   for (const SeriesCorrelation& s : c.Anomalous()) signals.insert(s.signal);
   for (const std::string& signal : signals) {
     metrics_->Counter(kStallSignals).Add({{"name", name}, {"signal", signal}}).Increment();
+    if (traced) OfferExemplar(kStallSignals.name, {{"name", name}, {"signal", signal}}, span);
   }
 }
 

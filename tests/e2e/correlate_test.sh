@@ -11,11 +11,19 @@
 # the saturated counters as blind (text and JSON); that a span
 # hinted to the quiet port during a burst is clean; then the span aggregates
 # on /metrics, and the ports, series and top subcommands.
+#
+# Exemplars: a real Prometheus (Debian package) with exemplar storage scrapes
+# the daemon every second over OpenMetrics (its default Accept); the stalled
+# burst span's trace_id must come back from /api/v1/query_exemplars on
+# fabricscope_stalls_total, the target must be up without a scrape error, and
+# an OpenMetrics scrape must carry the exemplars and end with "# EOF", while the
+# text scrape still passes `promtool check metrics` and carries none.
 source "$(dirname "$0")/lib.sh"
 
 CLI="$BIN/fabricscope"
 [ -x "$CLI" ] || fail "no CLI at $CLI"
 command -v jq >/dev/null || fail "jq is required"
+command -v prometheus >/dev/null || fail "prometheus not installed (deploy/bootstrap.sh)"
 
 SYS="$WORK/sys"
 DIR="$WORK/ethtool"
@@ -67,6 +75,26 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 [ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+
+# Prometheus with exemplar storage, OpenMetrics first (what deploy/README.md
+# shows), started now so that it is up when the spans are correlated.
+PROM_PORT=$(free_port)
+mkdir -p "$WORK/prom-data"
+cat >"$WORK/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: fabricscope
+    static_configs:
+      - targets: ['$METRICS_ADDR']
+YML
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/prom-data" \
+  --web.listen-address="127.0.0.1:$PROM_PORT" --storage.tsdb.retention.time=1h \
+  --enable-feature=exemplar-storage >"$WORK/prometheus.log" 2>&1 &
+PROM_PID=$!
+PIDS+=("$PROM_PID")
+API="http://127.0.0.1:$PROM_PORT/api/v1"
 
 # Wait until both pause series are polled.
 for _ in $(seq 1 100); do
@@ -236,6 +264,8 @@ want_metric 'fabricscope_stalls_total{name="decode_step",verdict="fabric"}' 1
 want_metric 'fabricscope_stall_signals_total{name="decode_step",signal="pfc_pause_seconds"}' 1
 want_metric 'fabricscope_stall_duration_seconds_count{name="decode_step",verdict="clean"}' 4
 promtool_check "$WORK/m"
+grep -q 'trace_id=' "$WORK/m" && fail "exemplars in the text format"
+
 
 # ports, series, top.
 "$CLI" ports --server="$GRPC_ADDR" --output=json >"$WORK/ports.json"
@@ -292,6 +322,45 @@ jq -e '.spans | length == 2
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --all >"$WORK/gpu.txt"
 grep -q 'scope: NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1' "$WORK/gpu.txt" ||
   fail "correlate text lacks the GPU scope: $(cat "$WORK/gpu.txt")"
+
+# (Last: its polling must not push the bursts above out of `series --since=30s`.)
+# OpenMetrics: the stall counter carries the fabric stall's trace id.
+FABRIC_TRACE=$(jq -r '.spans[] | select(.verdict == "fabric" and .stall) | .trace_id' "$WORK/corr.json")
+[ -n "$FABRIC_TRACE" ] || fail "no fabric stall in $(cat "$WORK/corr.json")"
+curl -sf --max-time 5 -H 'Accept: application/openmetrics-text;version=1.0.0' \
+  -D "$WORK/om.headers" "http://$METRICS_ADDR/metrics" >"$WORK/om" || fail "OpenMetrics scrape failed"
+grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$WORK/om.headers" ||
+  fail "OpenMetrics content type: $(cat "$WORK/om.headers")"
+[ "$(tail -n1 "$WORK/om")" = "# EOF" ] || fail "OpenMetrics body does not end with # EOF"
+grep -q "^fabricscope_stalls_total{name=\"decode_step\",verdict=\"fabric\"} 1 # {trace_id=\"$FABRIC_TRACE\",span_id=\"[0-9a-f]\{16\}\"} [0-9.e-]* [0-9]*\.[0-9]*$" "$WORK/om" ||
+  fail "no exemplar with trace $FABRIC_TRACE on the stall counter: $(grep '^fabricscope_stall' "$WORK/om")"
+# gzip when asked (curl --compressed decodes it), 406 for a format we cannot serve.
+curl -sf --max-time 5 --compressed -H 'Accept: application/openmetrics-text' -D "$WORK/gz.headers" \
+  "http://$METRICS_ADDR/metrics" >"$WORK/om.gz.txt" || fail "gzip scrape failed"
+grep -qi '^content-encoding: gzip' "$WORK/gz.headers" || fail "no gzip: $(cat "$WORK/gz.headers")"
+grep -q "trace_id=\"$FABRIC_TRACE\"" "$WORK/om.gz.txt" || fail "gzip OpenMetrics body lacks the exemplar"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Accept: application/json' "http://$METRICS_ADDR/metrics")
+[ "$code" = 406 ] || fail "Accept: application/json: want 406, got $code"
+# Prometheus: the exemplar through its API; the target healthy.
+from=$(($(date +%s) - 120))
+got=""
+for _ in $(seq 1 100); do
+  kill -0 "$PROM_PID" 2>/dev/null || { tail -n 20 "$WORK/prometheus.log" >&2; fail "prometheus exited"; }
+  got=$(curl -sf --max-time 5 --data-urlencode 'query=fabricscope_stalls_total{verdict="fabric"}' \
+    --data-urlencode "start=$from" --data-urlencode "end=$(($(date +%s) + 10))" \
+    "$API/query_exemplars" 2>/dev/null |
+    jq -r '[.data[]?.exemplars[]?.labels.trace_id] | join(",")' 2>/dev/null || true)
+  [[ ",$got," == *",$FABRIC_TRACE,"* ]] && break
+  sleep 0.2
+done
+[[ ",$got," == *",$FABRIC_TRACE,"* ]] ||
+  fail "query_exemplars on fabricscope_stalls_total: want trace $FABRIC_TRACE, got '$got'"
+curl -sf --max-time 5 "$API/targets" >"$WORK/targets.json" || fail "prometheus targets"
+jq -e '.data.activeTargets | length == 1 and .[0].health == "up" and .[0].lastError == ""' \
+  "$WORK/targets.json" >/dev/null || fail "scrape target not healthy: $(cat "$WORK/targets.json")"
+[ "$(curl -sf --max-time 5 --data-urlencode 'query=fabricscope_stalls_total{name="decode_step",verdict="fabric"}' \
+  "$API/query" | jq -r '.data.result[0].value[1]')" = 1 ] ||
+  fail "Prometheus does not have fabricscope_stalls_total from the OpenMetrics scrape"
 
 stop_daemon
 echo "PASS"

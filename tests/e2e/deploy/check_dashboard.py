@@ -66,6 +66,9 @@ def resolve_variables(dash):
         if v["type"] == "datasource":
             values[name] = "prometheus"
             continue
+        if v["type"] == "custom":  # a fixed list (the trace data source's UID): its current value
+            values[name] = v["current"]["value"]
+            continue
         if v["type"] != "query":
             raise QueryError(f"variable {name}: type {v['type']} not handled by this test")
         q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]

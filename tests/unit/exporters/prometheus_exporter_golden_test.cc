@@ -1,7 +1,9 @@
 // Golden of the store-backed exposition: a Store filled with fixed series and
 // samples at fixed timestamps, rendered by RenderStoreFamilies (as of a fixed
-// time) and serialized as the exposer serves it (prometheus-cpp's
-// TextSerializer), compared with tests/golden/exporter_store.metrics.
+// time) and serialized as /metrics serves it in the text format
+// (exporters/exposition.h; the golden was recorded with prometheus-cpp's
+// TextSerializer and still matches), compared with
+// tests/golden/exporter_store.metrics.
 //
 // The store holds: counter families (IB port bytes, ECN marks), a gauge (PFC
 // enabled), a saturating IB PMA counter that sticks at its maximum and one
@@ -27,9 +29,9 @@
 
 #include "core/series.h"
 #include "core/signals.h"
+#include "exporters/exposition.h"
 #include "exporters/prometheus_exporter.h"
 #include "gtest/gtest.h"
-#include "prometheus/text_serializer.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
 
@@ -138,8 +140,8 @@ double ValueOf(const std::string& text, const std::string& series) {
 }
 
 std::string Render(const Store& store, const PortInventory& ports, int64_t now_ns) {
-  std::string text =
-      prometheus::TextSerializer().Serialize(RenderStoreFamilies(store, &ports, now_ns));
+  std::string text;
+  WriteExposition(RenderStoreFamilies(store, &ports, now_ns), {}, ExpositionFormat::kText, &text);
   return std::regex_replace(text, std::regex("(\nfabricscope_store_bytes) [^\n]*"), "$1 <masked>");
 }
 
