@@ -155,7 +155,9 @@ TEST(StoreTickTest, BudgetHoldsBlocksAndReleasesThemWithTheirChunks) {
     const TickRef t = store.Tick(col, ts);
     v += rng() % 1000;
     for (SeriesId id : ids) store.Append(id, t, v);
-    if (i % 5000 == 0) ASSERT_LE(store.Stats().bytes, o.memory_bytes) << i;
+    if (i % 5000 == 0) {
+      ASSERT_LE(store.Stats().bytes, o.memory_bytes) << i;
+    }
   }
   const StoreStats st = store.Stats();
   EXPECT_LE(st.bytes, o.memory_bytes);
@@ -169,6 +171,34 @@ TEST(StoreTickTest, BudgetHoldsBlocksAndReleasesThemWithTheirChunks) {
   // Blocks no chunk refers to were released: bytes held are about what the
   // samples need, not one block per tick range ever seen.
   EXPECT_GT(static_cast<double>(st.samples) * 0.5, static_cast<double>(st.bytes) / 8);
+}
+
+// A restored chunk is decoded only when first read: one that does not
+// decode to its header is dropped then, counted once, and never served.
+TEST(StoreTickTest, ARestoredChunkThatDoesNotDecodeIsNeverServed) {
+  std::vector<Sample> first, second;
+  for (int i = 0; i < 500; ++i) first.push_back({kT + i * 10 * kMs, uint64_t(i) * 11});
+  for (int i = 500; i < 1000; ++i) second.push_back({kT + i * 10 * kMs, uint64_t(i) * 11});
+  std::vector<EncodedChunk> chunks;
+  chunks.push_back(EncodeChunk(first));
+  chunks.push_back(EncodeChunk(second));
+  ASSERT_GT(chunks[0].data.size(), 10u);
+  chunks[0].data[chunks[0].data.size() / 2] ^= 0x5a;  // a stream its CRC would have matched
+  Store store;
+  SeriesState state;
+  state.has_value = true;
+  state.last_ts_ns = second.back().ts_ns;
+  state.last_raw = second.back().value;
+  const SeriesId id = store.Restore(Key(0), Ecn(), state, std::move(chunks));
+  ASSERT_NE(id, kInvalidSeries);
+  EXPECT_EQ(store.Stats().corrupt_chunks, 0u);
+  EXPECT_EQ(store.ReadRange(id, INT64_MIN, INT64_MAX), second);
+  EXPECT_EQ(store.Stats().corrupt_chunks, 1u);
+  EXPECT_EQ(store.ReadRange(id, INT64_MIN, INT64_MAX), second);
+  auto d = store.Delta(id, first.front().ts_ns, second.back().ts_ns);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->first_ts_ns, second.front().ts_ns);  // nothing from the corrupt chunk
+  EXPECT_EQ(store.Stats().corrupt_chunks, 1u);      // counted once
 }
 
 }  // namespace
