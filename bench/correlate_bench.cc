@@ -82,16 +82,21 @@ struct Fixture {
     ports.SetTopology(std::move(topo));
     std::mt19937_64 rng(1);
     std::vector<uint64_t> hv(hot_ids.size(), 0), pv(pause_ids.size(), 0);
+    // Appended as the scheduler does: each tier's ticks in its time column.
+    TickColumn* hot_column = store.AddTickColumn(absl::Milliseconds(10));
+    TickColumn* medium_column = store.AddTickColumn(absl::Milliseconds(100));
     for (int64_t ts = kT; ts <= kT + 60 * kSec; ts += 10 * kMs) {
+      const TickRef hot_tick = store.Tick(hot_column, ts);
       for (size_t i = 0; i < hot_ids.size(); ++i) {
         hv[i] += rng() % 1000;
-        store.Append(hot_ids[i], ts, hv[i]);
+        store.Append(hot_ids[i], hot_tick, hv[i]);
       }
       if ((ts - kT) % (100 * kMs) == 0) {
+        const TickRef medium_tick = store.Tick(medium_column, ts);
         const bool burst = ts > kT + 30 * kSec && ts <= kT + 30500 * kMs;
         for (size_t i = 0; i < pause_ids.size(); ++i) {
           pv[i] += (burst && i == 6) ? 100'000 : 0;
-          store.Append(pause_ids[i], ts, pv[i]);
+          store.Append(pause_ids[i], medium_tick, pv[i]);
         }
       }
     }

@@ -46,12 +46,15 @@ Filled Fill(uint64_t mib) {
   std::mt19937_64 rng(1);
   std::vector<uint64_t> value(ids.size(), 0);
   int64_t ts = kT;
+  // Appended as the scheduler does: one time column tick per 10 ms.
+  TickColumn* column = f.store->AddTickColumn(absl::Milliseconds(10));
   // Until the store evicts: it is full (Stats walks the store: every 1000 ticks).
   for (int tick = 0; tick % 1000 != 0 || f.store->Stats().evicted_samples == 0; ++tick) {
     ts += 10'000'000 + static_cast<int64_t>(rng() % 40'000) - 20'000;
+    const TickRef t = f.store->Tick(column, ts);
     for (size_t i = 0; i < ids.size(); ++i) {
       value[i] += rng() % 5000;
-      f.store->Append(ids[i], ts, value[i]);
+      f.store->Append(ids[i], t, value[i]);
     }
   }
   f.end_ns = ts;

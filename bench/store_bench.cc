@@ -3,7 +3,8 @@
 // Bytes per sample are reported as counters:
 //   store_B/sample  every byte the store accounts against --store-memory
 //                   (chunks, head buffers, per-series overhead) / samples held
-//   codec_B/sample  the compressed bit stream alone / samples
+//   codec_B/sample  the compressed bit stream alone / samples (each series
+//                   re-encoded with its own timestamps, as without a column)
 // on (a) counters replayed with realistic movement and (b) constant counters.
 //
 // Realistic movement: the counters of the mlx5_0 port 1 fixture
@@ -12,7 +13,11 @@
 // a random increment with that mean rate (uniform in [0, 2 x mean] when the
 // mean is >= 1 per tick, else one event with probability = mean). Timestamps
 // advance by exactly 10 ms ("regular") or by 10 ms +- 20 us ("jitter", what a
-// realtime clock read at each tick looks like).
+// realtime clock read at each tick looks like). "column:1" appends as the
+// scheduler does (each tick recorded once in a time column, samples appended
+// with the TickRef); "column:0" appends every sample with its own timestamp
+// (what the store did before time columns, and what a sample outside a tick
+// still costs).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -100,13 +105,15 @@ uint64_t Increment(std::mt19937_64& rng, double mean) {
 enum Movement { kRealistic = 0, kConstant = 1 };
 
 // Appends `ticks` ticks to every series; returns the samples appended.
-uint64_t RunTicks(Store* store, Replay* r, int ticks, Movement m, bool jitter, int64_t* ts,
-                  std::mt19937_64& rng) {
+uint64_t RunTicks(Store* store, Replay* r, int ticks, Movement m, bool jitter, bool column,
+                  int64_t* ts, std::mt19937_64& rng) {
+  TickColumn* col = store->AddTickColumn(absl::Nanoseconds(kTickNs));
   for (int t = 0; t < ticks; ++t) {
     *ts += kTickNs + (jitter ? static_cast<int64_t>(rng() % 40'001) - 20'000 : 0);
+    const TickRef tick = column ? store->Tick(col, *ts) : TickRef{nullptr, 0, *ts};
     for (size_t i = 0; i < r->ids.size(); ++i) {
       if (m == kRealistic) r->values[i] += Increment(rng, r->mean_per_tick[i]);
-      store->Append(r->ids[i], *ts, r->values[i]);
+      store->Append(r->ids[i], tick, r->values[i]);
     }
   }
   return uint64_t(ticks) * r->ids.size();
@@ -129,12 +136,14 @@ void BM_Append(benchmark::State& state) {
       inc[t][i] = m == kRealistic ? Increment(rng, r.mean_per_tick[i]) : 0;
     }
   }
+  TickColumn* col = store.AddTickColumn(absl::Nanoseconds(kTickNs));
   uint64_t n = 0;
   int t = 0;
   for (auto _ : state) {
     ts += kTickNs;
+    const TickRef tick = store.Tick(col, ts);
     const std::vector<uint64_t>& d = inc[t];
-    for (size_t i = 0; i < r.ids.size(); ++i) store.Append(r.ids[i], ts, r.values[i] += d[i]);
+    for (size_t i = 0; i < r.ids.size(); ++i) store.Append(r.ids[i], tick, r.values[i] += d[i]);
     n += r.ids.size();
     if (++t == kTicks) t = 0;
   }
@@ -149,6 +158,7 @@ BENCHMARK(BM_Append)->Arg(kRealistic)->Arg(kConstant)->ArgNames({"constant"});
 void BM_BytesPerSample(benchmark::State& state) {
   const Movement m = static_cast<Movement>(state.range(0));
   const bool jitter = state.range(1) != 0;
+  const bool column = state.range(2) != 0;
   double store_bps = 0, codec_bps = 0;
   for (auto _ : state) {
     StoreOptions o;
@@ -158,7 +168,7 @@ void BM_BytesPerSample(benchmark::State& state) {
     std::mt19937_64 rng(7);
     int64_t ts = 1'700'000'000'000'000'000;
     const uint64_t before = store.Stats().bytes;
-    RunTicks(&store, &r, 180'000, m, jitter, &ts, rng);
+    RunTicks(&store, &r, 180'000, m, jitter, column, &ts, rng);
     StoreStats st = store.Stats();
     store_bps = static_cast<double>(st.bytes) / static_cast<double>(st.samples);
     // Codec alone: re-encode what is held.
@@ -180,11 +190,20 @@ void BM_BytesPerSample(benchmark::State& state) {
   state.counters["codec_B/sample"] = codec_bps;
 }
 BENCHMARK(BM_BytesPerSample)
-    ->Args({kRealistic, 0})
-    ->Args({kRealistic, 1})
-    ->Args({kConstant, 0})
-    ->Args({kConstant, 1})
-    ->ArgNames({"constant", "jitter"})
+    ->Args({kRealistic, 0, 1})
+    ->Args({kRealistic, 1, 1})
+    ->Args({kConstant, 0, 1})
+    ->Args({kConstant, 1, 1})
+    ->ArgNames({"constant", "jitter", ""})  // bench/run_all reads constant:C/jitter:J
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+// The same without a time column: every sample keeps its own timestamp (what
+// the store did before time columns; samples appended outside a tick).
+void BM_BytesPerSampleOwnTimestamps(benchmark::State& state) { BM_BytesPerSample(state); }
+BENCHMARK(BM_BytesPerSampleOwnTimestamps)
+    ->Args({kRealistic, 1, 0})
+    ->Args({kConstant, 1, 0})
+    ->ArgNames({"constant", "jitter", ""})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

@@ -55,11 +55,19 @@ struct Scheduler::CollectorMetrics {
 
 class Scheduler::TickContext final : public PollContext {
  public:
-  TickContext(Scheduler* s, Collector* c, CollectorMetrics* m, Tier tier, int64_t ts_ns)
-      : s_(s), c_(c), m_(m), tier_(tier), ts_ns_(ts_ns) {}
+  // `tick` (null: a sample outside a tier tick, e.g. Discover) outlives the context.
+  TickContext(Scheduler* s, Collector* c, CollectorMetrics* m, Tier tier, int64_t ts_ns,
+              const TickRef* tick = nullptr)
+      : s_(s), c_(c), m_(m), tier_(tier), ts_ns_(ts_ns), tick_(tick) {}
   Tier tier() const override { return tier_; }
   int64_t ts_ns() const override { return ts_ns_; }
-  void Append(SeriesId id, uint64_t raw) override { s_->store_->Append(id, ts_ns_, raw); }
+  void Append(SeriesId id, uint64_t raw) override {
+    if (tick_ != nullptr) {
+      s_->store_->Append(id, *tick_, raw);
+    } else {
+      s_->store_->Append(id, ts_ns_, raw);
+    }
+  }
   // Poll/Discover returned `status`: counted as kPoll whatever its code.
   void PollFailed(absl::string_view key, const absl::Status& status) {
     RecordError(CollectorErrorCode::kPoll, key, status.ToString());
@@ -83,6 +91,7 @@ class Scheduler::TickContext final : public PollContext {
   CollectorMetrics* m_;
   Tier tier_;
   int64_t ts_ns_;
+  const TickRef* tick_;
 };
 
 Scheduler::Scheduler(Clock* clock, Store* store, MetricsRegistry* metrics,
@@ -96,6 +105,7 @@ Scheduler::Scheduler(Clock* clock, Store* store, MetricsRegistry* metrics,
     overrun_counters_[t] = &overruns.Add({{"tier", name}});
     tick_counters_[t] = &ticks.Add({{"tier", name}});
     interval.Add({{"tier", name}}).Set(absl::ToDoubleSeconds(intervals_[t]));
+    columns_[t] = store_->AddTickColumn(intervals_[t]);
   }
 }
 
@@ -116,12 +126,14 @@ void Scheduler::Add(Collector* collector) {
 }
 
 void Scheduler::PollTier(Tier tier, int64_t ts_ns) {
+  // The tick's timestamp, recorded once in the tier's time column.
+  const TickRef tick = store_->Tick(columns_[static_cast<int>(tier)], ts_ns);
   for (size_t i = 0; i < collectors_.size(); ++i) {
     Collector* c = collectors_[i];
     bool wants = false;
     for (Tier t : c->Tiers()) wants = wants || t == tier;
     if (!wants) continue;
-    TickContext ctx(this, c, collector_metrics_[i].get(), tier, ts_ns);
+    TickContext ctx(this, c, collector_metrics_[i].get(), tier, ts_ns, &tick);
     SteadyTime start = clock_->SteadyNow();
     absl::Status s = c->Poll(ctx);
     collector_metrics_[i]->duration->Observe(

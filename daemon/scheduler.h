@@ -37,6 +37,7 @@
 namespace fabricscope {
 
 class Store;
+class TickColumn;
 
 class Scheduler {
  public:
@@ -59,7 +60,8 @@ class Scheduler {
   void Stop();
 
   // Runs every collector of `tier` once on the calling thread (tests, the
-  // golden end-to-end "one poll" mode).
+  // golden end-to-end "one poll" mode); not while Start's threads run (the
+  // tier's time column has one writer).
   void PollOnce(Tier tier);
 
   uint64_t overruns(Tier tier) const { return overruns_[static_cast<int>(tier)].load(); }
@@ -97,6 +99,8 @@ class Scheduler {
   std::array<std::function<void(int64_t)>, kNumTiers> tick_hooks_;
   std::array<prometheus::Counter*, kNumTiers> overrun_counters_{};
   std::array<prometheus::Counter*, kNumTiers> tick_counters_{};
+  // Each tier's time column in the store; written only by its tick thread.
+  std::array<TickColumn*, kNumTiers> columns_{};
   // Steady-clock time of each tier's last completed tick (ns since the
   // steady epoch; 0: none yet).
   std::array<std::atomic<int64_t>, kNumTiers> last_tick_ns_{};

@@ -432,7 +432,16 @@ void Snapshot() {
   const fabricscope::SeriesKey gauge{"dcb_config", "pfc_enabled_prio3", "", 0, "eth0"};
   const fabricscope::SeriesId b = store.Register(bytes, *fabricscope::MapCounter(bytes));
   const fabricscope::SeriesId g = store.Register(gauge, *fabricscope::MapCounter(gauge));
-  for (int64_t i = 0; i < 9000; ++i) store.Append(b, kT + i * 10'000'000, i * 3 + (i % 5));
+  // Half with their own timestamps, half on a tick time column (time block records).
+  fabricscope::TickColumn* column = store.AddTickColumn(absl::Milliseconds(10));
+  for (int64_t i = 0; i < 9000; ++i) {
+    const int64_t ts = kT + i * 10'000'000 + (i % 3) * 1000;
+    if (i < 4500) {
+      store.Append(b, ts, i * 3 + (i % 5));
+    } else {
+      store.Append(b, store.Tick(column, ts), i * 3 + (i % 5));
+    }
+  }
   store.Append(g, kT, 1);
   fabricscope::FakeClock clock(kT + 100'000'000'000);
   fabricscope::SpanStore spans({}, &clock, nullptr);

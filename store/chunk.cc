@@ -1,49 +1,9 @@
 #include "store/chunk.h"
 
+#include "store/bits.h"
+
 namespace fabricscope {
 namespace {
-
-// Writes the low `n` bits of `v` (n <= 64) MSB first at bit offset *pos.
-inline void PutBits(uint8_t* data, uint32_t* pos, uint64_t v, int n) {
-  uint32_t p = *pos;
-  while (n > 0) {
-    const int room = 8 - static_cast<int>(p & 7);
-    const int take = n < room ? n : room;
-    const uint64_t bits = (v >> (n - take)) & ((uint64_t{1} << take) - 1);
-    data[p >> 3] |= static_cast<uint8_t>(bits << (room - take));
-    p += take;
-    n -= take;
-  }
-  *pos = p;
-}
-
-class BitReader {
- public:
-  BitReader(const uint8_t* data, uint32_t bits) : data_(data), end_(bits) {}
-  bool ok() const { return pos_ <= end_; }
-  uint64_t Get(int n) {
-    uint64_t v = 0;
-    while (n > 0) {
-      if (pos_ >= end_) {  // truncated stream: stop cleanly
-        pos_ = end_ + 1;
-        return 0;
-      }
-      const int room = 8 - static_cast<int>(pos_ & 7);
-      const int take = n < room ? n : room;
-      const uint64_t byte = data_[pos_ >> 3];
-      v = (v << take) | ((byte >> (room - take)) & ((uint64_t{1} << take) - 1));
-      pos_ += take;
-      n -= take;
-    }
-    return v;
-  }
-  bool Bit() { return Get(1) != 0; }
-
- private:
-  const uint8_t* data_;
-  uint32_t end_;
-  uint32_t pos_ = 0;
-};
 
 inline void PutTs(uint8_t* data, uint32_t* pos, uint64_t z) {
   if (z == 0) {
@@ -101,23 +61,56 @@ inline uint64_t GetValue(BitReader* r) {
   return r->Get(64);
 }
 
+inline void PutRun(uint8_t* data, uint32_t* pos, uint32_t n) {
+  PutBits(data, pos, 0, 1);
+  if (n == 1) {
+    PutBits(data, pos, 0b0, 1);
+  } else if (n <= 17) {
+    PutBits(data, pos, 0b10, 2);
+    PutBits(data, pos, n - 2, 4);
+  } else if (n <= 273) {
+    PutBits(data, pos, 0b110, 3);
+    PutBits(data, pos, n - 18, 8);
+  } else {
+    PutBits(data, pos, 0b111, 3);
+    PutBits(data, pos, n - 274, 13);
+  }
+}
+
+// After the '0' that starts a run.
+inline uint32_t GetRun(BitReader* r) {
+  if (!r->Bit()) return 1;
+  if (!r->Bit()) return static_cast<uint32_t>(r->Get(4)) + 2;
+  if (!r->Bit()) return static_cast<uint32_t>(r->Get(8)) + 18;
+  return static_cast<uint32_t>(r->Get(13)) + 274;
+}
+
 }  // namespace
 
-void ChunkWriter::Append(ChunkHeader* h, uint8_t* data, int64_t ts_ns, uint64_t value) {
+void ChunkWriter::Append(ChunkHeader* h, uint8_t* data, int64_t t, int64_t ts_ns, uint64_t value) {
   if (h->count == 0) {
+    h->first_t = h->last_t = t;
     h->first_ts = h->last_ts = h->min_ts = h->max_ts = ts_ns;
     h->first_value = h->last_value = value;
-    h->last_ts_delta = 0;
+    h->last_t_delta = 0;
+    h->run = 0;
     h->count = 1;
     return;
   }
-  const uint64_t delta = static_cast<uint64_t>(ts_ns) - static_cast<uint64_t>(h->last_ts);
-  const uint64_t dod = ZigZag(static_cast<int64_t>(delta - h->last_ts_delta));
+  const uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(h->last_t);
+  const uint64_t dod = ZigZag(static_cast<int64_t>(delta - h->last_t_delta));
   const uint64_t vd = ZigZag(static_cast<int64_t>(value - h->last_value));
   uint32_t pos = h->bits;
   if (dod == 0 && vd == 0) {
-    PutBits(data, &pos, 0, 1);
+    if (++h->run == kMaxRun) {
+      PutRun(data, &pos, h->run);
+      h->run = 0;
+    }
   } else {
+    if (h->run > 0) {
+      PutRun(data, &pos, h->run);
+      h->run = 0;
+    }
     PutBits(data, &pos, 1, 1);
     PutTs(data, &pos, dod);
     PutValue(data, &pos, vd);
@@ -125,27 +118,44 @@ void ChunkWriter::Append(ChunkHeader* h, uint8_t* data, int64_t ts_ns, uint64_t 
   h->bits = pos;
   if (ts_ns < h->min_ts) h->min_ts = ts_ns;
   if (ts_ns > h->max_ts) h->max_ts = ts_ns;
+  h->last_t = t;
   h->last_ts = ts_ns;
   h->last_value = value;
-  h->last_ts_delta = delta;
+  h->last_t_delta = delta;
   ++h->count;
 }
 
 void DecodeChunk(const ChunkHeader& h, const uint8_t* data, std::vector<Sample>* out) {
   if (h.count == 0) return;
-  out->push_back({h.first_ts, h.first_value});
+  out->push_back({h.first_t, h.first_value});
   BitReader r(data, h.bits);
-  uint64_t ts = static_cast<uint64_t>(h.first_ts);
+  uint64_t t = static_cast<uint64_t>(h.first_t);
   uint64_t value = h.first_value;
   uint64_t delta = 0;
-  for (uint32_t i = 1; i < h.count; ++i) {
-    if (r.Bit()) {
+  uint32_t i = 1;
+  while (i < h.count) {
+    uint32_t repeat;
+    if (r.at_end()) {
+      // The trailing run, implicit in the header.
+      if (h.count - i != h.run) return;  // corrupt: not what the writer left
+      repeat = h.run;
+    } else if (r.Bit()) {
       delta += static_cast<uint64_t>(UnZigZag(GetTs(&r)));
       value += static_cast<uint64_t>(UnZigZag(GetValue(&r)));
+      if (!r.ok()) return;  // never happens for a stream the writer produced
+      t += delta;
+      out->push_back({static_cast<int64_t>(t), value});
+      ++i;
+      continue;
+    } else {
+      repeat = GetRun(&r);
+      if (!r.ok() || repeat > h.count - i) return;
     }
-    if (!r.ok()) return;  // never happens for a stream the writer produced
-    ts += delta;
-    out->push_back({static_cast<int64_t>(ts), value});
+    for (uint32_t k = 0; k < repeat; ++k) {
+      t += delta;
+      out->push_back({static_cast<int64_t>(t), value});
+    }
+    i += repeat;
   }
 }
 

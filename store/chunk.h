@@ -1,15 +1,28 @@
-// The sample codec: a chunk is a bit stream of (timestamp, raw value) pairs.
+// The sample codec: a chunk is a bit stream of (time, raw value) pairs.
+//
+// "Time" is the stream time: the sample's timestamp in ns for a chunk of its
+// own, or the index of the tier tick that polled it for a chunk that refers
+// to a tick time column (time_column.h: the column holds each tick's
+// timestamp once, for every series of the tier). A series polled every tick
+// has tick-index deltas of exactly 1, so timestamp jitter costs nothing here.
+// The header also keeps the samples' real first/last/min/max timestamps.
 //
 // Encoding (MSB first), after the first sample which lives in the header:
-//   ts_dod = (ts - prev_ts) - (prev_ts - prev_prev_ts)   (mod 2^64, zig-zag)
+//   t_dod  = (t - prev_t) - (prev_t - prev_prev_t)       (mod 2^64, zig-zag)
 //   vdelta = value - prev_value                          (mod 2^64, zig-zag)
-//   '0'                          ts_dod == 0 and vdelta == 0   (1 bit: a counter
-//                                that does not move on a regular poll)
-//   '1' <ts code> <value code>   otherwise
-//   ts code:    '0' (0) | '10'+8 bits | '110'+20 bits | '1110'+32 bits | '1111'+64 bits
+//   '0' <run>                    a run of samples with t_dod == 0 and
+//                                vdelta == 0 (a counter that does not move
+//                                on a regular poll)
+//   '1' <t code> <value code>    otherwise
+//   run:        '0' (1) | '10'+4 bits (2..17) | '110'+8 bits (18..273)
+//               | '111'+13 bits (274..8465)
+//   t code:     '0' (0) | '10'+8 bits | '110'+20 bits | '1110'+32 bits | '1111'+64 bits
 //   value code: '0' (0) | '10'+6 bits | '110'+14 bits | '1110'+24 bits
 //               | '11110'+40 bits | '11111'+64 bits
-// All arithmetic is modulo 2^64, so every u64 value and every int64 timestamp
+// A run is written when the next moving sample (or the run's maximum) ends
+// it; the trailing run (ChunkHeader::run samples) is implicit: the decoder
+// repeats the last sample until it has `count` samples.
+// All arithmetic is modulo 2^64, so every u64 value and every int64 time
 // (equal, decreasing, irregular) round-trips exactly.
 //
 // ChunkWriter appends into a caller-owned, zero-initialised byte buffer (the
@@ -21,52 +34,71 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/series.h"
+#include "store/bits.h"
 
 namespace fabricscope {
 
 // Everything needed to continue or decode a chunk besides its bits.
 struct ChunkHeader {
-  int64_t first_ts = 0;
+  int64_t first_t = 0;  // stream time (ns, or tick index) of the first sample
+  int64_t last_t = 0;   // ... and of the last
   uint64_t first_value = 0;
-  int64_t last_ts = 0;
   uint64_t last_value = 0;
-  uint64_t last_ts_delta = 0;  // encoder state: previous timestamp delta (mod 2^64)
-  int64_t min_ts = 0;          // smallest / largest timestamp in the chunk (they
-  int64_t max_ts = 0;          // differ from first/last only after clock steps)
-  uint32_t count = 0;          // samples, including the first
-  uint32_t bits = 0;           // bits used in the stream
+  uint64_t last_t_delta = 0;  // encoder state: previous stream time delta (mod 2^64)
+  int64_t first_ts = 0;       // real timestamps (ns) of the first and last sample
+  int64_t last_ts = 0;
+  int64_t min_ts = 0;  // smallest / largest timestamp in the chunk (they
+  int64_t max_ts = 0;  // differ from first/last only after clock steps)
+  uint32_t count = 0;  // samples, including the first
+  uint32_t bits = 0;   // bits used in the stream
+  uint32_t run = 0;    // trailing unchanged samples not yet in the stream
+  uint32_t reserved = 0;
 };
 
-// Worst case bits one sample can take (1 + 4 + 64 + 5 + 64).
-inline constexpr size_t kMaxSampleBits = 138;
+// The longest run one run code holds.
+inline constexpr uint32_t kMaxRun = 8465;
+
+// Worst case bits one sample can take: a run that it ends (1 + 3 + 13) and
+// the sample (1 + 4 + 64 + 5 + 64).
+inline constexpr size_t kMaxSampleBits = 17 + 138;
 inline constexpr size_t kMaxSampleBytes = (kMaxSampleBits + 7) / 8 + 1;
 
 class ChunkWriter {
  public:
-  // Appends one sample. The buffer `data` must have at least
-  // ByteSize() + kMaxSampleBytes bytes, zero beyond ByteSize().
-  static void Append(ChunkHeader* h, uint8_t* data, int64_t ts_ns, uint64_t value);
+  // Appends one sample at stream time `t` with real timestamp `ts_ns`. The
+  // buffer `data` must have at least ByteSize() + kMaxSampleBytes bytes, zero
+  // beyond ByteSize().
+  static void Append(ChunkHeader* h, uint8_t* data, int64_t t, int64_t ts_ns, uint64_t value);
+  // A chunk of its own: the stream time is the timestamp.
+  static void Append(ChunkHeader* h, uint8_t* data, int64_t ts_ns, uint64_t value) {
+    Append(h, data, ts_ns, ts_ns, value);
+  }
 
   // Bytes used by `h`'s stream.
   static size_t ByteSize(const ChunkHeader& h) { return (h.bits + 7) / 8; }
 };
 
-// Appends every sample of the chunk to `out`, oldest first.
+// Appends every sample of the chunk to `out`, oldest first, with its stream
+// time in Sample::ts_ns (the timestamp for a chunk of its own, the tick
+// index for a chunk on a time column). A corrupt stream stops early (fewer
+// than h.count samples appended).
 void DecodeChunk(const ChunkHeader& h, const uint8_t* data, std::vector<Sample>* out);
 
-// Convenience for tests and benchmarks: encodes `samples` into one chunk.
+class TimeBlock;
+
+// Convenience for tests and benchmarks (encodes `samples` into one chunk of
+// its own), and the form a restored chunk takes (Store::Restore).
 struct EncodedChunk {
   ChunkHeader header;
   std::vector<uint8_t> data;
+  // The time column block the chunk's tick indexes refer to; null for a
+  // chunk of its own.
+  std::shared_ptr<TimeBlock> block;
 };
 EncodedChunk EncodeChunk(const std::vector<Sample>& samples);
-
-inline uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-inline int64_t UnZigZag(uint64_t z) { return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1)); }
 
 }  // namespace fabricscope

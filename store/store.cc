@@ -24,6 +24,52 @@ uint64_t KeyHeap(const SeriesKey& k) {
 
 uint64_t HeadAccounted(size_t capacity) { return RoundUp16(capacity) + kMallocOverhead; }
 
+// A time block: the make_shared block (TimeBlock + control block) and its buffer.
+uint64_t BlockAccounted(size_t capacity) {
+  return RoundUp16(sizeof(TimeBlock) + 16) + RoundUp16(capacity) + 2 * kMallocOverhead;
+}
+
+// The timestamps of the ticks of the last time block a thread decoded: the
+// chunks of one tick's series share their block, so a read of many series
+// decodes it once.
+struct TickCache {
+  uint64_t serial = 0;
+  std::vector<int64_t> ts;
+};
+
+// Appends the samples of one chunk to `out` with their real timestamps;
+// false (nothing appended) when the chunk does not decode to its header or
+// names a tick its block does not hold (corrupt: never served).
+bool DecodeSamples(const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                   std::vector<Sample>* out) {
+  const size_t start = out->size();
+  DecodeChunk(h, data, out);
+  if (out->size() - start != h.count || (*out)[start].ts_ns != h.first_t ||
+      (*out)[start].value != h.first_value || out->back().ts_ns != h.last_t ||
+      out->back().value != h.last_value) {
+    out->resize(start);
+    return false;
+  }
+  if (block == nullptr) return true;
+  thread_local TickCache cache;
+  const int64_t need = h.last_t - block->first_tick;  // ticks only grow within a chunk
+  if (cache.serial != block->serial || need < 0 || static_cast<uint64_t>(need) >= cache.ts.size()) {
+    cache.ts.clear();
+    cache.serial = block->serial;
+    block->Read(&cache.ts);
+  }
+  const uint64_t n = cache.ts.size();
+  for (size_t i = start; i < out->size(); ++i) {
+    const uint64_t idx = static_cast<uint64_t>((*out)[i].ts_ns - block->first_tick);
+    if (idx >= n) {
+      out->resize(start);
+      return false;
+    }
+    (*out)[i].ts_ns = cache.ts[idx];
+  }
+  return true;
+}
+
 }  // namespace
 
 // A sealed chunk: immutable once linked, except `next`, which the series'
@@ -34,6 +80,10 @@ struct Store::Chunk {
   ChunkHeader h;
   std::unique_ptr<uint8_t[]> data;
   uint64_t accounted = 0;
+  std::shared_ptr<TimeBlock> block;  // null: the stream holds timestamps
+  // Set once when the chunk turns out not to decode to its header (a
+  // restored chunk is decoded only when first read): never served again.
+  mutable std::atomic<bool> corrupt{false};
   std::shared_ptr<Chunk> next;
 
   // Releases a long chain iteratively (a reader may have held the oldest
@@ -88,6 +138,7 @@ struct Store::Series {
   ChunkHeader head;
   std::unique_ptr<uint8_t[]> head_data;  // zero beyond ByteSize(head)
   size_t head_cap = 0;
+  std::shared_ptr<TimeBlock> head_block;  // the head's time block (one budget reference)
   // Written by the writer (seal) and by evictors, always under `mu`.
   std::shared_ptr<Chunk> oldest;
   Chunk* newest = nullptr;  // owned through the chain from `oldest`
@@ -102,14 +153,27 @@ struct Store::ReadView {
   const Chunk* newest = nullptr;
   ChunkHeader head;
   std::vector<uint8_t> head_data;
+  std::shared_ptr<TimeBlock> head_block;
 
+  // f(header, data, block, chunk): every chunk oldest first (but those found
+  // corrupt), the head last (chunk null).
   template <typename F>
   void ForEachChunk(F&& f) const {
     for (const Chunk* c = oldest.get(); c != nullptr; c = c == newest ? nullptr : c->next.get()) {
-      f(c->h, c->data.get());
+      if (!c->corrupt.load(std::memory_order_relaxed)) f(c->h, c->data.get(), c->block.get(), c);
     }
-    if (head.count > 0) f(head, head_data.data());
+    if (head.count > 0) f(head, head_data.data(), head_block.get(), nullptr);
   }
+};
+
+class TickColumn {
+ public:
+  explicit TickColumn(int64_t interval) : interval_ns(interval) {}
+  const int64_t interval_ns;
+  // The writer's: the next tick's index and the open block (one budget
+  // reference while open).
+  int64_t next_tick = 0;
+  std::shared_ptr<TimeBlock> open;
 };
 
 namespace {
@@ -143,6 +207,65 @@ Store::~Store() {
     s->newest = nullptr;
     s->oldest.reset();
   }
+}
+
+TickColumn* Store::AddTickColumn(absl::Duration interval) {
+  std::lock_guard lock(columns_mu_);
+  columns_.push_back(std::make_unique<TickColumn>(absl::ToInt64Nanoseconds(interval)));
+  return columns_.back().get();
+}
+
+TickRef Store::Tick(TickColumn* c, int64_t ts_ns) {
+  const int64_t tick = c->next_tick++;
+  if (c->open != nullptr && c->open->Add(ts_ns)) return {c->open, tick, ts_ns};
+  if (c->open != nullptr && c->open->CanGrow()) {
+    const uint64_t before = c->open->accounted;
+    const uint64_t after = BlockAccounted(std::min(kBlockBytes, c->open->capacity() * 2));
+    if (Reserve(after)) {
+      c->open->Grow();
+      c->open->accounted = after;
+      Release(before);
+      if (c->open->Add(ts_ns)) return {c->open, tick, ts_ns};
+    }
+  }
+  if (c->open != nullptr) {  // full: seal it, return what it no longer uses
+    const uint64_t before = c->open->accounted;
+    c->open->Seal();
+    c->open->accounted = BlockAccounted(c->open->capacity());
+    Release(before - c->open->accounted);
+    DropBlockRef(c->open.get());  // the column's reference
+    c->open.reset();
+  }
+  const uint64_t bytes = BlockAccounted(kInitialBlockBytes);
+  if (!Reserve(bytes)) return {nullptr, tick, ts_ns};
+  auto b = std::make_shared<TimeBlock>(tick, c->interval_ns);
+  b->accounted = bytes;
+  b->refs.store(1, std::memory_order_relaxed);
+  b->Add(ts_ns);
+  c->open = b;
+  return {std::move(b), tick, ts_ns};
+}
+
+void Store::DropBlockRef(TimeBlock* block) {
+  if (block->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Release(block->accounted);
+}
+
+void Store::DropBlockRefLocked(TimeBlock* block) {
+  if (block->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) used_bytes_ -= block->accounted;
+}
+
+bool Store::AcquireRestoredBlock(TimeBlock* block) {
+  // Restore runs before any writer: nothing else changes `refs` meanwhile
+  // but the evictions of Reserve, which drop references of other chunks.
+  if (block->refs.load(std::memory_order_acquire) > 0) {
+    block->refs.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  const uint64_t bytes = BlockAccounted(block->capacity());
+  if (!Reserve(bytes)) return false;
+  block->accounted = bytes;
+  block->refs.store(1, std::memory_order_release);
+  return true;
 }
 
 SeriesId Store::Register(const SeriesKey& key, const Signal& signal) {
@@ -242,6 +365,7 @@ bool Store::EvictOldestLocked() {
   }
   evicted_.fetch_add(victim->h.count, std::memory_order_relaxed);
   used_bytes_ -= victim->accounted;
+  if (victim->block != nullptr) DropBlockRefLocked(victim->block.get());
   if (more) PushHeapLocked({next_ts, s});
   return true;
 }
@@ -262,15 +386,20 @@ void Store::Release(uint64_t bytes) {
 }
 
 void Store::DropHead(Series* s) {
-  std::lock_guard lock(s->mu);
-  evicted_.fetch_add(s->head.count, std::memory_order_relaxed);
-  std::memset(s->head_data.get(), 0, s->head_cap);
-  s->head = ChunkHeader{};
+  std::shared_ptr<TimeBlock> block;
+  {
+    std::lock_guard lock(s->mu);
+    evicted_.fetch_add(s->head.count, std::memory_order_relaxed);
+    std::memset(s->head_data.get(), 0, s->head_cap);
+    s->head = ChunkHeader{};
+    block = std::move(s->head_block);
+  }
+  if (block != nullptr) DropBlockRef(block.get());
 }
 
-void Store::PrepareHead(Series* s) {
+void Store::PrepareHead(Series* s, bool seal) {
   const size_t used = ChunkWriter::ByteSize(s->head);
-  if (s->head.count < kMaxChunkSamples && s->head_cap < kMaxChunkBytes) {
+  if (!seal && s->head.count < kMaxChunkSamples && s->head_cap < kMaxChunkBytes) {
     const size_t cap = std::min(kMaxChunkBytes, s->head_cap * 2);
     if (!Reserve(HeadAccounted(cap))) {
       DropHead(s);
@@ -287,17 +416,19 @@ void Store::PrepareHead(Series* s) {
     Release(HeadAccounted(old_cap));
     return;
   }
-  // Seal the head into an immutable chunk.
-  if (!LinkSealed(s, s->head, s->head_data.get(), used)) {
+  // Seal the head into an immutable chunk (its block reference goes with it).
+  if (!LinkSealed(s, s->head, s->head_data.get(), used, s->head_block)) {
     DropHead(s);
     return;
   }
   std::lock_guard lock(s->mu);
   std::memset(s->head_data.get(), 0, std::min(used + 1, s->head_cap));
   s->head = ChunkHeader{};
+  s->head_block.reset();
 }
 
-bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used) {
+bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
+                       std::shared_ptr<TimeBlock> block) {
   // Accounted: the make_shared block (Chunk + a 16-byte control block) and
   // the payload block.
   const uint64_t accounted =
@@ -308,6 +439,7 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
   c->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
   if (used > 0) std::memcpy(c->data.get(), data, used);
   c->accounted = accounted;
+  c->block = std::move(block);
   bool was_empty;
   {
     std::lock_guard lock(s->mu);
@@ -345,9 +477,10 @@ void Store::Dump(const std::function<bool(const SeriesDump&)>& fn) const {
       dump.state = view.series->state;
     }
     dump.chunks.clear();
-    view.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
-      dump.chunks.push_back({h, data});
-    });
+    view.ForEachChunk(
+        [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block, const Chunk*) {
+          dump.chunks.push_back({h, data, block});
+        });
     if (!fn(dump)) return;
   }
 }
@@ -361,11 +494,19 @@ SeriesId Store::Restore(const SeriesKey& key, const Signal& signal, const Series
   const SeriesId id = Register(key, signal);
   Series* s = Lookup(id);
   if (s == nullptr) return kInvalidSeries;
-  for (const EncodedChunk& c : chunks) {
+  for (EncodedChunk& c : chunks) {
     if (c.header.count == 0) continue;
-    if (LinkSealed(s, c.header, c.data.data(), ChunkWriter::ByteSize(c.header))) {
+    // A chunk whose block the budget cannot hold is dropped.
+    if (c.block != nullptr && !AcquireRestoredBlock(c.block.get())) {
+      evicted_.fetch_add(c.header.count, std::memory_order_relaxed);
+      continue;
+    }
+    TimeBlock* block = c.block.get();
+    if (LinkSealed(s, c.header, c.data.data(), ChunkWriter::ByteSize(c.header),
+                   std::move(c.block))) {
       --dropped;
     } else {
+      if (block != nullptr) DropBlockRef(block);
       evicted_.fetch_add(c.header.count, std::memory_order_relaxed);
     }
   }
@@ -393,15 +534,37 @@ SeriesId Store::Restore(const SeriesKey& key, const Signal& signal, const Series
 void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
   Series* s = Lookup(id);
   if (s == nullptr) return;
+  AppendSample(id, s, nullptr, ts_ns, ts_ns, raw);
+}
+
+void Store::Append(SeriesId id, const TickRef& tick, uint64_t raw) {
+  Series* s = Lookup(id);
+  if (s == nullptr) return;
+  if (tick.block == nullptr) {
+    AppendSample(id, s, nullptr, tick.ts_ns, tick.ts_ns, raw);
+  } else {
+    AppendSample(id, s, tick.block, tick.tick, tick.ts_ns, raw);
+  }
+}
+
+void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
+                         int64_t ts_ns, uint64_t raw) {
   // Writer-owned head fields: read without the lock (see Series).
-  if (s->head.count >= kMaxChunkSamples ||
-      ChunkWriter::ByteSize(s->head) + kMaxSampleBytes > s->head_cap) {
-    PrepareHead(s);
+  if (s->head.count > 0 && s->head_block != block) {
+    PrepareHead(s, /*seal=*/true);
+  } else if (s->head.count >= kMaxChunkSamples ||
+             ChunkWriter::ByteSize(s->head) + kMaxSampleBytes > s->head_cap) {
+    PrepareHead(s, /*seal=*/false);
   }
   AppendEvent ev;
   {
     std::lock_guard lock(s->mu);
-    AppendLocked(s, ts_ns, raw, &ev);
+    if (s->head.count == 0 && s->head_block != block) {
+      // An empty head holds no block (seal and DropHead let go of it).
+      s->head_block = block;
+      if (block != nullptr) block->refs.fetch_add(1, std::memory_order_relaxed);
+    }
+    AppendLocked(s, t, ts_ns, raw, &ev);
   }
   if (observer_ != nullptr) {
     ev.id = id;
@@ -411,8 +574,8 @@ void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
   }
 }
 
-void Store::AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
-  ChunkWriter::Append(&s->head, s->head_data.get(), ts_ns, raw);
+void Store::AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
+  ChunkWriter::Append(&s->head, s->head_data.get(), t, ts_ns, raw);
   SeriesState& st = s->state;
   const int64_t prev_ts = st.last_ts_ns;
   CounterUpdate u = s->tracker.Update(raw);
@@ -512,6 +675,7 @@ bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) co
   if (s->head.count > 0 && s->head.max_ts >= from_ns && s->head.min_ts <= to_ns) {
     const uint8_t* p = s->head_data.get();
     view->head_data.assign(p, p + ChunkWriter::ByteSize(s->head));
+    view->head_block = s->head_block;
   } else if (s->head.count > 0) {
     // Not needed for the range: keep only what the header says (last sample).
     view->head.bits = 0;
@@ -525,14 +689,15 @@ std::vector<Sample> Store::ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns
   ReadView v;
   if (from_ns > to_ns || !View(id, from_ns, to_ns, &v)) return out;
   std::vector<Sample> tmp;
-  v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
-    if (h.max_ts < from_ns || h.min_ts > to_ns) return;
-    tmp.clear();
-    DecodeChunk(h, data, &tmp);
-    for (const Sample& s : tmp) {
-      if (s.ts_ns >= from_ns && s.ts_ns <= to_ns) out.push_back(s);
-    }
-  });
+  v.ForEachChunk(
+      [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block, const Chunk* chunk) {
+        if (h.max_ts < from_ns || h.min_ts > to_ns) return;
+        tmp.clear();
+        if (!DecodeSamples(h, data, block, &tmp)) MarkCorrupt(chunk);
+        for (const Sample& s : tmp) {
+          if (s.ts_ns >= from_ns && s.ts_ns <= to_ns) out.push_back(s);
+        }
+      });
   return out;
 }
 
@@ -574,21 +739,22 @@ absl::StatusOr<CounterDelta> Store::Delta(SeriesId id, int64_t from_ns, int64_t 
     d.last_ts_ns = s.ts_ns;
   };
   std::vector<Sample> tmp;
-  v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data) {
-    if (!started && h.max_ts <= from_ns) {
-      // Entirely at or before `from`: only its last sample can be the baseline.
-      baseline = Sample{h.last_ts, h.last_value};
-      if (h.max_ts >= to_ns) d.covers_to = true;
-      return;
-    }
-    if (h.min_ts > to_ns) {
-      d.covers_to = true;
-      return;
-    }
-    tmp.clear();
-    DecodeChunk(h, data, &tmp);
-    for (const Sample& s : tmp) take(s);
-  });
+  v.ForEachChunk(
+      [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block, const Chunk* chunk) {
+        if (!started && h.max_ts <= from_ns) {
+          // Entirely at or before `from`: only its last sample can be the baseline.
+          baseline = Sample{h.last_ts, h.last_value};
+          if (h.max_ts >= to_ns) d.covers_to = true;
+          return;
+        }
+        if (h.min_ts > to_ns) {
+          d.covers_to = true;
+          return;
+        }
+        tmp.clear();
+        if (!DecodeSamples(h, data, block, &tmp)) MarkCorrupt(chunk);
+        for (const Sample& s : tmp) take(s);
+      });
   if (!started && baseline) {
     d.first_ts_ns = d.last_ts_ns = baseline->ts_ns;
     values.push_back(baseline->value);
@@ -600,6 +766,12 @@ absl::StatusOr<CounterDelta> Store::Delta(SeriesId id, int64_t from_ns, int64_t 
     d.covers_from = d.first_ts_ns <= from_ns;
   }
   return d;
+}
+
+void Store::MarkCorrupt(const Chunk* chunk) const {
+  if (chunk != nullptr && !chunk->corrupt.exchange(true, std::memory_order_relaxed)) {
+    corrupt_chunks_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 StoreStats Store::Stats() const {
@@ -632,6 +804,7 @@ StoreStats Store::Stats() const {
     stats.bytes = used_bytes_;
   }
   stats.evicted_samples = evicted_.load(std::memory_order_relaxed);
+  stats.corrupt_chunks = corrupt_chunks_.load(std::memory_order_relaxed);
   stats.rejected_series = rejected_series_.load(std::memory_order_relaxed);
   return stats;
 }

@@ -3,7 +3,9 @@
 //
 // Contract (DESIGN.md section 4, STYLE.md "the contract"):
 //  - Collectors declare a series once (Register) and then append raw samples
-//    (Append) with the tick's realtime timestamp.
+//    (Append) with the tick's realtime timestamp: the scheduler records each
+//    tier tick once in that tier's time column (Tick) and appends with the
+//    TickRef; samples appended outside a tick carry their own timestamp.
 //  - Each series has exactly one writer: the scheduler thread of the tier that
 //    polls it. Different series are appended concurrently from different tier
 //    threads.
@@ -14,17 +16,23 @@
 //    oldest chunks go first and their samples are counted as evicted.
 //
 // Layout: per series a chain of sealed, immutable, compressed chunks
-// (store/chunk.h: delta-of-delta timestamps, zig-zag value deltas; a
-// counter that does not move on a regular poll costs 1 bit per sample) plus
-// one mutable head chunk. A chunk is sealed when it holds kMaxChunkSamples
-// samples or its head buffer (grown by doubling up to kMaxChunkBytes) is full.
+// (store/chunk.h: delta-of-delta times, zig-zag value deltas; a counter that
+// does not move on a regular poll costs a run code per run of samples) plus
+// one mutable head chunk. A chunk of a series polled by a tier tick stores
+// tick indexes and refers to a block of the tier's time column
+// (store/time_column.h), which holds each tick's timestamp once for all the
+// tier's series; a sample appended with its own timestamp goes to a chunk of
+// its own. A chunk is sealed when it holds kMaxChunkSamples samples, its head
+// buffer (grown by doubling up to kMaxChunkBytes) is full, or the next sample
+// belongs to another time block (or none).
 // Sealed chunks are shared (shared_ptr, each owning the next newer one), so a
 // reader keeps what it read alive without holding any lock, and eviction just
 // drops the store's reference to the oldest one. Raw values are kept exactly.
 //
 // Budget: every byte the store holds is accounted against memory_bytes before
 // it is allocated: sealed chunks (payload + fixed overhead), head buffers
-// (capacity) and the per-series overhead (key, signal, aggregate windows, table
+// (capacity), time blocks (released when no chunk refers to them any more)
+// and the per-series overhead (key, signal, aggregate windows, table
 // entries). When an allocation would exceed the budget, the chunk with the
 // oldest first timestamp across all series is evicted, repeatedly. If nothing
 // sealed is left, a growing head chunk drops its own samples (counted as
@@ -63,11 +71,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/series.h"
 #include "core/signals.h"
 #include "store/aggregates.h"
 #include "store/chunk.h"
 #include "store/counter_semantics.h"
-#include "core/series.h"
+#include "store/time_column.h"
 
 namespace fabricscope {
 
@@ -169,6 +178,9 @@ struct StoreStats {
   uint64_t series = 0;
   uint64_t chunks = 0;           // sealed chunks held
   uint64_t rejected_series = 0;  // Register calls refused for lack of memory
+  // Sealed chunks that did not decode to their header when read (a restored
+  // snapshot's chunks are decoded lazily): never served, counted once each.
+  uint64_t corrupt_chunks = 0;
 };
 
 // One series as the state snapshot writes it (Store::Dump): its key, its
@@ -177,12 +189,23 @@ struct StoreStats {
 struct SeriesDump {
   struct ChunkRef {
     ChunkHeader header;
-    const uint8_t* data = nullptr;  // ChunkWriter::ByteSize(header) bytes
+    const uint8_t* data = nullptr;     // ChunkWriter::ByteSize(header) bytes
+    const TimeBlock* block = nullptr;  // the time block of its ticks; null: own times
   };
   const SeriesKey* key = nullptr;
   const Signal* signal = nullptr;
   SeriesState state;
   std::vector<ChunkRef> chunks;
+};
+
+// A time column of the store (Store::AddTickColumn), opaque to its users.
+class TickColumn;
+
+// One tier tick as recorded in its time column (Store::Tick).
+struct TickRef {
+  std::shared_ptr<TimeBlock> block;  // null: the column could not record it
+  int64_t tick = 0;                  // index in the column
+  int64_t ts_ns = 0;
 };
 
 // Chunk geometry (see the header comment).
@@ -203,8 +226,19 @@ class Store {
   SeriesId Register(const SeriesKey& key, const Signal& signal);
   std::optional<SeriesId> Find(const SeriesKey& key) const;
 
+  // A time column for one tick source (a scheduler tier) whose ticks are
+  // nominally `interval` apart. Owned by the store; valid for its lifetime.
+  TickColumn* AddTickColumn(absl::Duration interval);
+  // Records one tick at `ts_ns`. Only the column's one writer (the tier's
+  // thread) calls this, before appending that tick's samples. When the
+  // budget cannot hold a new time block, the TickRef has no block and its
+  // samples are stored with their own timestamps.
+  TickRef Tick(TickColumn* column, int64_t ts_ns);
+
   // Appends one raw reading. Only the series' writer calls this.
   void Append(SeriesId id, int64_t ts_ns, uint64_t raw);
+  // Appends one raw reading polled by `tick` (timestamp tick.ts_ns).
+  void Append(SeriesId id, const TickRef& tick, uint64_t raw);
 
   // Installs the observer of every Append (nullptr: none). Call before the
   // first Append; the observer must outlive the store's writers.
@@ -235,14 +269,20 @@ class Store {
   // needs the writers stopped.
   void Dump(const std::function<bool(const SeriesDump&)>& fn) const;
   // Restore re-creates a series from a snapshot before any collector has
-  // registered its key: the chunks (oldest first; each non-empty and decoded
-  // by the caller) become sealed chunks, the derived state continues (totals,
+  // registered its key: the chunks (oldest first; each non-empty, its header
+  // checked by the caller; a stream that does not decode to its header is
+  // found when first read, then dropped and counted in
+  // StoreStats::corrupt_chunks) become sealed chunks, the derived state continues (totals,
   // resets, the last raw reading: the next Append's delta spans the restart),
   // and the series is marked absent until a collector registers it again.
   // Chunks the budget cannot hold are dropped oldest first (counted as
   // evicted; `chunks_dropped` counts those not linked at all). Returns
   // kInvalidSeries (nothing restored) when the key is already registered or
   // the series itself does not fit.
+  // A chunk on a time column refers to its block (EncodedChunk::block, a
+  // sealed block from TimeBlock::FromImage): the block is accounted against
+  // the budget with the first chunk that links it and released with the
+  // last one; when the budget cannot hold the block, its chunk is dropped.
   SeriesId Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
                    std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped = nullptr);
 
@@ -264,16 +304,29 @@ class Store {
   // Evicts the globally oldest sealed chunk; false if there is none.
   bool EvictOldestLocked();          // evict_mu_ held
   void PushHeapLocked(HeapEntry e);  // evict_mu_ held
-  // Writer only: makes room in the head chunk for one more sample (grow or seal).
-  void PrepareHead(Series* s);
+  // Writer only: makes room in the head chunk for one more sample (grow or
+  // seal); `seal` forces the seal (the next sample is on another block).
+  void PrepareHead(Series* s, bool seal);
+  // Writer only: the common part of both Appends.
+  void AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
+                    int64_t ts_ns, uint64_t raw);
   // Writer only, under s->mu: records one sample and fills `ev`.
-  void AppendLocked(Series* s, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
+  void AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
   void DropHead(Series* s);
   // Writer (or Restore): links a copy of `used` bytes of `data` as the
-  // series' newest sealed chunk; false (nothing linked) if the budget cannot
-  // hold it.
-  bool LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used);
+  // series' newest sealed chunk, handing it one budget reference on `block`
+  // that the caller holds; false (nothing linked, the reference still the
+  // caller's) if the budget cannot hold it.
+  bool LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
+                  std::shared_ptr<TimeBlock> block);
+  // Drops one budget reference on `block`; the last one releases its bytes.
+  void DropBlockRef(TimeBlock* block);
+  // Restore: takes one budget reference on a restored block, accounting it
+  // first if no chunk holds it; false when the budget cannot hold it.
+  bool AcquireRestoredBlock(TimeBlock* block);
+  void DropBlockRefLocked(TimeBlock* block);  // evict_mu_ held
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
+  void MarkCorrupt(const Chunk* chunk) const;
 
   const StoreOptions options_;
   const PeakGeometry peak_geometry_;
@@ -292,8 +345,11 @@ class Store {
   };
   const std::unique_ptr<LookupTable> lookup_ = std::make_unique<LookupTable>();
   std::atomic<uint32_t> lookup_size_{0};
+  std::mutex columns_mu_;
+  std::vector<std::unique_ptr<TickColumn>> columns_ ABSL_GUARDED_BY(columns_mu_);
   std::atomic<uint64_t> evicted_{0};
   std::atomic<uint64_t> rejected_series_{0};
+  mutable std::atomic<uint64_t> corrupt_chunks_{0};
   AppendObserver* observer_ = nullptr;  // set before the writers start
 
   // The budget: bytes accounted and a min-heap (by first timestamp) with one

@@ -7,16 +7,21 @@
 //   header   "FSSNAP\r\n", u32 format version, u32 flags (0), i64 saved_unix_nano,
 //            u32 CRC-32 of the header before it
 //   records  u8 type, u32 length, payload[length], u32 CRC-32 (zlib) of
-//            type + length + payload. Types: series (key, derived state and
-//            every compressed chunk as the store holds it, the head chunk
-//            last), span, event, and a final end record carrying the count of
-//            each, so a file cut short anywhere is detected.
+//            type + length + payload. Types: time block (a block of a tier's
+//            time column, written before the first series that refers to it),
+//            series (key, derived state and every compressed chunk as the
+//            store holds it, the head chunk last), span, event, and a final
+//            end record carrying the count of each, so a file cut short
+//            anywhere is detected.
 // Chunks are written as the store holds them (no re-encoding): writing costs
-// a pass over memory, and reading decodes every chunk once to check it.
+// a pass over memory; reading checks every CRC and chunk header, and a
+// chunk's stream is decoded when it is first read (the store drops and counts
+// one that does not decode to its header: StoreStats::corrupt_chunks).
 //
 // Reading is all-or-nothing: ValidateSnapshot reads the whole file (mapped,
 // see MappedSnapshot) and checks
-// every checksum, count and chunk before RestoreSnapshot changes anything; a
+// every checksum, count, chunk header and time block before RestoreSnapshot
+// changes anything; a
 // file that fails is reported with the reason and nothing is restored.
 //
 // Writing goes to DIR/snapshot.tmp and is renamed over DIR/snapshot once
@@ -41,7 +46,9 @@
 
 namespace fabricscope {
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+// 2: chunks store tick indexes into time blocks (time block records); a
+// version 1 file is refused (reason `version`).
+inline constexpr uint32_t kSnapshotVersion = 2;
 
 struct SnapshotCounts {
   uint64_t series = 0;

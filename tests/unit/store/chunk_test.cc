@@ -61,6 +61,62 @@ TEST(ChunkTest, ConstantCounterCostsOneBitPerSample) {
   EXPECT_LE(c.data.size(), 8000 / 8 + 8);
 }
 
+TEST(ChunkTest, RunsOfEveryLengthRoundTrip) {
+  // Runs of unchanged samples at each run-code boundary, ended by a moving
+  // sample, and a trailing run left implicit in the header.
+  for (uint32_t run : {1u, 2u, 17u, 18u, 273u, 274u, kMaxRun - 1, kMaxRun, kMaxRun + 1}) {
+    std::vector<Sample> in;
+    int64_t t = 1000;
+    uint64_t v = 5;
+    in.push_back({t, v});
+    in.push_back({t += 10, v});  // sets the time delta: the runs below are pure
+    for (uint32_t i = 0; i < run; ++i) in.push_back({t += 10, v});
+    in.push_back({t += 10, ++v});
+    for (uint32_t i = 0; i < run; ++i) in.push_back({t += 10, v});
+    // Every prefix that ends at a run boundary decodes (the head is read
+    // while it grows, with its trailing run pending).
+    ChunkHeader h;
+    std::vector<uint8_t> buf(in.size() * kMaxSampleBytes + kMaxSampleBytes, 0);
+    for (size_t i = 0; i < in.size(); ++i) {
+      ChunkWriter::Append(&h, buf.data(), in[i].ts_ns, in[i].value);
+      if (i + 1 == in.size() || i == run + 1 || i == run + 2 || i == 2) {
+        std::vector<Sample> out;
+        DecodeChunk(h, buf.data(), &out);
+        ASSERT_EQ(out.size(), i + 1) << "run " << run;
+        for (size_t k = 0; k <= i; ++k)
+          ASSERT_EQ(out[k], in[k]) << "run " << run << " sample " << k;
+      }
+    }
+    if (run == kMaxRun + 1) {
+      EXPECT_EQ(h.run, 1u);  // one full run code written, one pending
+    }
+  }
+}
+
+TEST(ChunkTest, AConstantCounterCostsARunCodePerRun) {
+  std::vector<Sample> in;
+  for (int i = 0; i < 8000; ++i) in.push_back({i * 10'000'000LL, 42});
+  EncodedChunk c = EncodeChunk(in);
+  // The second sample sets the time delta; the other 7998 are one pending run.
+  EXPECT_EQ(c.header.run, 7998u);
+  EXPECT_LE(c.data.size(), 5u);
+  in.push_back({8000 * 10'000'000LL, 43});
+  c = EncodeChunk(in);
+  EXPECT_EQ(c.header.run, 0u);
+  EXPECT_LE(c.data.size(), 10u);  // plus one run code and one moving sample
+}
+
+TEST(ChunkTest, ACorruptRunIsNotServed) {
+  std::vector<Sample> in;
+  for (int i = 0; i < 100; ++i) in.push_back({i * 10LL, uint64_t(i / 10)});
+  EncodedChunk c = EncodeChunk(in);
+  ChunkHeader h = c.header;
+  h.count += 3;  // claims more samples than the stream and its trailing run hold
+  std::vector<Sample> out;
+  DecodeChunk(h, c.data.data(), &out);
+  EXPECT_LT(out.size(), h.count);
+}
+
 TEST(ChunkTest, ResetsWrapsAndHugeJumps) {
   std::vector<Sample> in;
   int64_t ts = 1'000'000'000;

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <thread>
 
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -104,6 +104,57 @@ TEST(StoreConcurrencyTest, ManyWritersAndReadersUnderEviction) {
   reader.join();
   StoreStats st = store.Stats();
   EXPECT_EQ(st.samples + st.evicted_samples, uint64_t{kWriters} * kSeriesPerWriter * 4000);
+  EXPECT_LE(st.bytes, o.memory_bytes);
+}
+
+// Tier threads each record ticks in their own time column and append with
+// them while a reader decodes the open time blocks and eviction drops
+// chunks and blocks.
+TEST(StoreConcurrencyTest, TickColumnsWithConcurrentReaders) {
+  StoreOptions o;
+  o.memory_bytes = 192 << 10;
+  Store store(o);
+  constexpr int kTiers = 2;
+  constexpr int kSeriesPerTier = 6;
+  std::vector<std::vector<SeriesId>> ids(kTiers);
+  std::vector<TickColumn*> cols;
+  for (int w = 0; w < kTiers; ++w) {
+    cols.push_back(store.AddTickColumn(absl::Milliseconds(10)));
+    for (int i = 0; i < kSeriesPerTier; ++i) {
+      ids[w].push_back(store.Register({"hw_counters", "np_ecn_marked_roce_packets",
+                                       "mlx5_" + std::to_string(w), uint32_t(i + 1), ""},
+                                      Ecn()));
+    }
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kTiers; ++w) {
+    threads.emplace_back([&, w] {
+      for (int t = 0; t < 12000; ++t) {
+        const TickRef tick = store.Tick(cols[w], (t + 1) * 10 * kMs + (t % 3) * 1000);
+        for (SeriesId id : ids[w]) store.Append(id, tick, uint64_t(t) * (id + 1));
+      }
+    });
+  }
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (const SeriesSnapshot& s : store.Snapshot()) {
+        auto r = store.ReadRange(s.id, 0, INT64_MAX);
+        for (const Sample& x : r) {
+          const int64_t t = x.ts_ns / (10 * kMs) - 1;
+          ASSERT_EQ(x.ts_ns, (t + 1) * 10 * kMs + (t % 3) * 1000);
+          ASSERT_EQ(x.value, uint64_t(t) * (s.id + 1));
+        }
+      }
+      ASSERT_LE(store.Stats().bytes, o.memory_bytes);
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  reader.join();
+  StoreStats st = store.Stats();
+  EXPECT_EQ(st.samples + st.evicted_samples, uint64_t{kTiers} * kSeriesPerTier * 12000);
+  EXPECT_GT(st.evicted_samples, 0u);
   EXPECT_LE(st.bytes, o.memory_bytes);
 }
 

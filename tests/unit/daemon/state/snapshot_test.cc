@@ -1,6 +1,7 @@
 #include "daemon/state/snapshot.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <fstream>
@@ -69,10 +70,19 @@ class SnapshotTest : public ::testing::Test {
   SnapshotTest() : clock_(kT + 100 * kSec), spans_({}, &clock_, nullptr), events_(100, nullptr) {
     bytes_ = store_.Register(kBytes, *MapCounter(kBytes));
     pause_ = store_.Register(kPause, *MapCounter(kPause));
-    for (int64_t i = 0; i < 20000; ++i) {  // several sealed chunks plus a head
+    // Several sealed chunks on three time blocks plus a head; the first
+    // samples carry their own timestamps (appended outside a tick).
+    TickColumn* column = store_.AddTickColumn(absl::Milliseconds(5));
+    for (int64_t i = 0; i < 20000; ++i) {
       const int64_t ts = kT + i * 5 * kMs + (i % 7) * 1000;
-      store_.Append(bytes_, ts, static_cast<uint64_t>(i * i));
-      store_.Append(pause_, ts, static_cast<uint64_t>(i / 100));
+      if (i < 1000) {
+        store_.Append(bytes_, ts, static_cast<uint64_t>(i * i));
+        store_.Append(pause_, ts, static_cast<uint64_t>(i / 100));
+        continue;
+      }
+      const TickRef tick = store_.Tick(column, ts);
+      store_.Append(bytes_, tick, static_cast<uint64_t>(i * i));
+      store_.Append(pause_, tick, static_cast<uint64_t>(i / 100));
     }
     store_.Append(bytes_, kT + 100 * kSec, 5);  // a reset: resets == 1
     gauge_ = store_.Register(kPfcEnabled, *MapCounter(kPfcEnabled));
@@ -255,6 +265,24 @@ TEST_F(SnapshotTest, EveryCorruptionOrTruncationIsRejected) {
   bad = data;
   bad[8] = 9;  // format version 9
   EXPECT_EQ(ValidateSnapshot(bad, 1ull << 30, &counts).error, SnapshotError::kVersion);
+  // A version 1 file (chunks with their own timestamps, before time columns)
+  // with a valid header checksum: refused for its version, never misread.
+  bad = data.substr(0, 28);
+  bad[8] = 1;
+  bad[9] = bad[10] = bad[11] = 0;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(bad.data()), 24);
+  for (int i = 0; i < 4; ++i) bad[24 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  bad += data.substr(28);
+  SnapshotStatus v1 = ValidateSnapshot(bad, 1ull << 30, &counts);
+  EXPECT_EQ(v1.error, SnapshotError::kVersion);
+  EXPECT_NE(v1.detail.find("format version 1"), std::string::npos) << v1.detail;
+  Store untouched;
+  SpanStore no_spans({}, &clock_, nullptr);
+  EventLog no_events(10, nullptr);
+  EXPECT_EQ(RestoreSnapshot(bad, &untouched, &no_spans, &no_events, &counts).error,
+            SnapshotError::kVersion);
+  EXPECT_EQ(untouched.Stats().series, 0u);
   EXPECT_EQ(ValidateSnapshot(data, 100, &counts).error, SnapshotError::kTooLarge);
   EXPECT_EQ(ValidateSnapshot(data + "x", 1ull << 30, &counts).error, SnapshotError::kFormat);
 }

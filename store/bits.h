@@ -1,0 +1,62 @@
+// MSB-first bit stream primitives shared by the sample codec (chunk.h) and
+// the tick time column (time_column.h).
+//
+// Thread-safety: none; callers own the buffers.
+#pragma once
+
+#include <cstdint>
+
+namespace fabricscope {
+
+// Writes the low `n` bits of `v` (n <= 64) MSB first at bit offset *pos into
+// a zero-initialised buffer.
+inline void PutBits(uint8_t* data, uint32_t* pos, uint64_t v, int n) {
+  uint32_t p = *pos;
+  while (n > 0) {
+    const int room = 8 - static_cast<int>(p & 7);
+    const int take = n < room ? n : room;
+    const uint64_t bits = (v >> (n - take)) & ((uint64_t{1} << take) - 1);
+    data[p >> 3] |= static_cast<uint8_t>(bits << (room - take));
+    p += take;
+    n -= take;
+  }
+  *pos = p;
+}
+
+// Reads what PutBits wrote, never past `bits`; a read past the end returns 0
+// and leaves ok() false.
+class BitReader {
+ public:
+  BitReader(const uint8_t* data, uint32_t bits) : data_(data), end_(bits) {}
+  bool ok() const { return pos_ <= end_; }
+  bool at_end() const { return pos_ == end_; }
+  uint64_t Get(int n) {
+    uint64_t v = 0;
+    while (n > 0) {
+      if (pos_ >= end_) {  // truncated stream: stop cleanly
+        pos_ = end_ + 1;
+        return 0;
+      }
+      const int room = 8 - static_cast<int>(pos_ & 7);
+      const int take = n < room ? n : room;
+      const uint64_t byte = data_[pos_ >> 3];
+      v = (v << take) | ((byte >> (room - take)) & ((uint64_t{1} << take) - 1));
+      pos_ += take;
+      n -= take;
+    }
+    return v;
+  }
+  bool Bit() { return Get(1) != 0; }
+
+ private:
+  const uint8_t* data_;
+  uint32_t end_;
+  uint32_t pos_ = 0;
+};
+
+inline uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+inline int64_t UnZigZag(uint64_t z) { return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1)); }
+
+}  // namespace fabricscope

@@ -1,0 +1,205 @@
+// Tick time columns: the block codec, and the store's tick appends (shared
+// timestamps, mixing with own-timestamp appends, the budget).
+#include "store/time_column.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "store/store.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kT = 1'700'000'000'000'000'000;
+
+TEST(TimeBlockTest, RoundTripsJitterStepsAndExtremes) {
+  TimeBlock b(100, 10 * kMs);
+  std::vector<int64_t> in;
+  std::mt19937_64 rng(3);
+  int64_t ts = kT;
+  for (int i = 0; i < 3000; ++i) {
+    ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
+    if (i == 1000) ts -= 5'000 * kMs;   // a realtime clock step back
+    if (i == 2000) ts = INT64_MAX - 7;  // absurd values still round-trip
+    if (i == 2001) ts = INT64_MIN + 3;
+    while (!b.Add(ts)) {
+      ASSERT_TRUE(b.CanGrow());
+      b.Grow();
+    }
+    in.push_back(ts);
+  }
+  std::vector<int64_t> out;
+  b.Read(&out);
+  EXPECT_EQ(out, in);
+  // +-20 us of jitter costs about 20 bits a tick, not 64.
+  TimeBlockImage im = b.Image();
+  EXPECT_LT(im.data.size(), 3000u * 4);
+  b.Seal();
+  EXPECT_FALSE(b.Add(ts));
+  out.clear();
+  b.Read(&out);
+  EXPECT_EQ(out, in);
+  // The image reads back; a corrupt one is refused.
+  std::string error;
+  std::shared_ptr<TimeBlock> c = TimeBlock::FromImage(im, &error);
+  ASSERT_NE(c, nullptr) << error;
+  EXPECT_EQ(c->first_tick, 100);
+  out.clear();
+  c->Read(&out);
+  EXPECT_EQ(out, in);
+  im.last_ts += 1;
+  EXPECT_EQ(TimeBlock::FromImage(im, &error), nullptr);
+  im.last_ts -= 1;
+  im.count += 5000;  // more ticks than the stream holds
+  EXPECT_EQ(TimeBlock::FromImage(im, &error), nullptr);
+}
+
+TEST(TimeBlockTest, HoldsAtMostTicksPerBlock) {
+  TimeBlock b(0, 10 * kMs);
+  uint32_t n = 0;
+  for (int64_t i = 0; i < kTicksPerBlock + 10; ++i) {
+    bool added = b.Add(kT + i * 10 * kMs);
+    while (!added && b.CanGrow()) {
+      b.Grow();
+      added = b.Add(kT + i * 10 * kMs);
+    }
+    if (!added) break;
+    ++n;
+  }
+  EXPECT_EQ(n, kTicksPerBlock);
+}
+
+Signal Ecn() { return *MapCounter({"hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, ""}); }
+
+SeriesKey Key(int i) {
+  return {"hw_counters", "np_ecn_marked_roce_packets", "mlx5_" + std::to_string(i), 1, ""};
+}
+
+TEST(StoreTickTest, SeriesOfOneTickShareItsTimestamp) {
+  Store store;
+  TickColumn* col = store.AddTickColumn(absl::Milliseconds(10));
+  const SeriesId a = store.Register(Key(0), Ecn());
+  const SeriesId b = store.Register(Key(1), Ecn());
+  std::vector<int64_t> times;
+  std::mt19937_64 rng(9);
+  int64_t ts = kT;
+  // Three blocks' worth of ticks; b is polled every third tick only.
+  for (int i = 0; i < 20000; ++i) {
+    ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
+    const TickRef t = store.Tick(col, ts);
+    ASSERT_NE(t.block, nullptr);
+    EXPECT_EQ(t.tick, i);
+    store.Append(a, t, static_cast<uint64_t>(i) * 7);
+    if (i % 3 == 0) store.Append(b, t, static_cast<uint64_t>(i / 30));
+    times.push_back(ts);
+  }
+  std::vector<Sample> ra = store.ReadRange(a, INT64_MIN, INT64_MAX);
+  ASSERT_EQ(ra.size(), times.size());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    ASSERT_EQ(ra[i].ts_ns, times[i]) << i;
+    ASSERT_EQ(ra[i].value, i * 7) << i;
+  }
+  std::vector<Sample> rb = store.ReadRange(b, INT64_MIN, INT64_MAX);
+  ASSERT_EQ(rb.size(), (times.size() + 2) / 3);
+  for (size_t i = 0; i < rb.size(); ++i) ASSERT_EQ(rb[i].ts_ns, times[i * 3]) << i;
+  // Range bounds and deltas use the real timestamps.
+  std::vector<Sample> part = store.ReadRange(a, times[100], times[199]);
+  ASSERT_EQ(part.size(), 100u);
+  EXPECT_EQ(part.front().ts_ns, times[100]);
+  auto d = store.Delta(a, times[10000], times[15000]);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->raw_delta, 5000u * 7);
+  EXPECT_EQ(d->first_ts_ns, times[10000]);
+  EXPECT_EQ(d->last_ts_ns, times[15000]);
+  EXPECT_EQ(store.Stats().samples, ra.size() + rb.size());
+}
+
+TEST(StoreTickTest, OwnTimestampAppendsMixWithTicks) {
+  Store store;
+  TickColumn* col = store.AddTickColumn(absl::Milliseconds(10));
+  const SeriesId a = store.Register(Key(0), Ecn());
+  std::vector<Sample> want;
+  int64_t ts = kT;
+  for (int i = 0; i < 3000; ++i) {
+    ts += 10 * kMs + (i % 5) * 1000;
+    const uint64_t v = static_cast<uint64_t>(i) * 3;
+    if ((i / 100) % 2 == 0) {
+      store.Append(a, store.Tick(col, ts), v);
+    } else {
+      store.Tick(col, ts);  // the tier ticked; this sample came from elsewhere (replay)
+      store.Append(a, ts, v);
+    }
+    want.push_back({ts, v});
+  }
+  EXPECT_EQ(store.ReadRange(a, INT64_MIN, INT64_MAX), want);
+  auto d = store.Delta(a, want[150].ts_ns, want[2950].ts_ns);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->raw_delta, 2800u * 3);
+}
+
+TEST(StoreTickTest, BudgetHoldsBlocksAndReleasesThemWithTheirChunks) {
+  StoreOptions o;
+  o.memory_bytes = 256 << 10;
+  Store store(o);
+  TickColumn* col = store.AddTickColumn(absl::Milliseconds(10));
+  std::vector<SeriesId> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(store.Register(Key(i), Ecn()));
+  std::mt19937_64 rng(1);
+  int64_t ts = kT;
+  uint64_t v = 0;
+  // ~12 blocks of ticks: the oldest chunks and then their blocks must go.
+  for (int i = 0; i < 100000; ++i) {
+    ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
+    const TickRef t = store.Tick(col, ts);
+    v += rng() % 1000;
+    for (SeriesId id : ids) store.Append(id, t, v);
+    if (i % 5000 == 0) {
+      ASSERT_LE(store.Stats().bytes, o.memory_bytes) << i;
+    }
+  }
+  const StoreStats st = store.Stats();
+  EXPECT_LE(st.bytes, o.memory_bytes);
+  EXPECT_GT(st.evicted_samples, 0u);
+  // What is left is the newest history, still readable with its timestamps.
+  std::vector<Sample> r = store.ReadRange(ids[0], INT64_MIN, INT64_MAX);
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(r.back().ts_ns, ts);
+  EXPECT_EQ(r.back().value, v);
+  for (size_t i = 1; i < r.size(); ++i) ASSERT_LT(r[i - 1].ts_ns, r[i].ts_ns);
+  // Blocks no chunk refers to were released: bytes held are about what the
+  // samples need, not one block per tick range ever seen.
+  EXPECT_GT(static_cast<double>(st.samples) * 0.5, static_cast<double>(st.bytes) / 8);
+}
+
+// A restored chunk is decoded only when first read: one that does not
+// decode to its header is dropped then, counted once, and never served.
+TEST(StoreTickTest, ARestoredChunkThatDoesNotDecodeIsNeverServed) {
+  std::vector<Sample> first, second;
+  for (int i = 0; i < 500; ++i) first.push_back({kT + i * 10 * kMs, uint64_t(i) * 11});
+  for (int i = 500; i < 1000; ++i) second.push_back({kT + i * 10 * kMs, uint64_t(i) * 11});
+  std::vector<EncodedChunk> chunks;
+  chunks.push_back(EncodeChunk(first));
+  chunks.push_back(EncodeChunk(second));
+  ASSERT_GT(chunks[0].data.size(), 10u);
+  chunks[0].data[chunks[0].data.size() / 2] ^= 0x5a;  // a stream its CRC would have matched
+  Store store;
+  SeriesState state;
+  state.has_value = true;
+  state.last_ts_ns = second.back().ts_ns;
+  state.last_raw = second.back().value;
+  const SeriesId id = store.Restore(Key(0), Ecn(), state, std::move(chunks));
+  ASSERT_NE(id, kInvalidSeries);
+  EXPECT_EQ(store.Stats().corrupt_chunks, 0u);
+  EXPECT_EQ(store.ReadRange(id, INT64_MIN, INT64_MAX), second);
+  EXPECT_EQ(store.Stats().corrupt_chunks, 1u);
+  EXPECT_EQ(store.ReadRange(id, INT64_MIN, INT64_MAX), second);
+  auto d = store.Delta(id, first.front().ts_ns, second.back().ts_ns);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->first_ts_ns, second.front().ts_ns);  // nothing from the corrupt chunk
+  EXPECT_EQ(store.Stats().corrupt_chunks, 1u);      // counted once
+}
+
+}  // namespace
+}  // namespace fabricscope
