@@ -129,8 +129,11 @@ class RdmaSysfsCollector final : public Collector {
   };
 
   // Per-tier open files, owned by the tier's thread.
+  // 24 bytes, laid out for the tick loop (PollTier): the file and its series
+  // id are read from here, `spec` is followed only on an error.
   struct TierFile {
     const CounterSpec* spec = nullptr;  // points into `topo` of the TierState
+    SeriesId id = kInvalidSeries;       // spec->id, kept here for the tick loop
     uint32_t device = 0;                // index into TierState::devices
     CounterFile file;
     bool disabled = false;  // unsupported / permission denied: not asked again
