@@ -115,11 +115,12 @@ size_t RdmaSysfsCollector::OpenFilesForTest(Tier tier) const {
 // Tier side: runs on the tier's thread, touches only its TierState.
 
 void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
+  ts.readings.clear();
   for (TierFile& f : ts.files) {
     if (!f.file.is_open()) continue;
     absl::StatusOr<uint64_t> v = f.file.Read();
     if (v.ok()) [[likely]] {
-      ctx.Append(f.id, *v);
+      ts.readings.emplace_back(f.id, *v);
       continue;
     }
     const CollectorErrorCode code = CollectorErrorCodeOf(v.status());
@@ -149,6 +150,7 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         break;
     }
   }
+  for (const auto& [id, raw] : ts.readings) ctx.Append(id, raw);
 }
 
 void RdmaSysfsCollector::CloseDevice(TierState& ts, uint32_t device) {
@@ -238,6 +240,7 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
   }
   old_files.clear();  // closes what was not carried, before the old topology goes
   ts.files = std::move(files);
+  ts.readings.reserve(ts.files.size());
   ts.devices = std::move(devices);
   ts.topo = std::move(topo);
   ts.generation = generation;

@@ -28,7 +28,10 @@
 //
 // I/O: counter files are opened once per device incarnation and read with
 // pread into a fixed buffer (collectors/sysfs_reader.h); nothing is opened per
-// tick except after hot-plug. Errors go through PollContext::Error:
+// tick except after hot-plug. A tick reads every file of its tier first and
+// then appends the readings to the store in one run (syscalls and store work
+// not interleaved: the store's code and data stay warm across the appends);
+// every sample carries the tick's one timestamp either way. Errors go through PollContext::Error:
 //   parse (garbage, empty, overflow)  counted every time, no sample, polling goes on
 //   unsupported ("N/A (no PMA)", EINVAL, EOPNOTSUPP), permission denied
 //                                     counted once, the file is not asked again
@@ -147,6 +150,9 @@ class RdmaSysfsCollector final : public Collector {
     std::shared_ptr<const Topology> topo;
     std::vector<TierDevice> devices;
     std::vector<TierFile> files;
+    // The tick's readings, appended to the store after every file was read
+    // (PollTier): capacity kept across ticks, nothing allocated per tick.
+    std::vector<std::pair<SeriesId, uint64_t>> readings;
   };
 
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);
