@@ -31,7 +31,8 @@
 // tick except after hot-plug. A tick reads every file of its tier first and
 // then appends the readings to the store in one run (syscalls and store work
 // not interleaved: the store's code and data stay warm across the appends);
-// every sample carries the tick's one timestamp either way. Errors go through PollContext::Error:
+// every sample carries the tick's one timestamp either way.
+// Errors go through PollContext::Error:
 //   parse (garbage, empty, overflow)  counted every time, no sample, polling goes on
 //   unsupported ("N/A (no PMA)", EINVAL, EOPNOTSUPP), permission denied
 //                                     counted once, the file is not asked again
@@ -131,9 +132,9 @@ class RdmaSysfsCollector final : public Collector {
     std::vector<DeviceEntry> devices;
   };
 
-  // Per-tier open files, owned by the tier's thread.
-  // 24 bytes, laid out for the tick loop (PollTier): the file and its series
-  // id are read from here, `spec` is followed only on an error.
+  // Per-tier open files, owned by the tier's thread. 24 bytes, laid out for
+  // the tick loop (PollTier): the file and its series id are read from here,
+  // `spec` is followed only on an error.
   struct TierFile {
     const CounterSpec* spec = nullptr;  // points into `topo` of the TierState
     SeriesId id = kInvalidSeries;       // spec->id, kept here for the tick loop
