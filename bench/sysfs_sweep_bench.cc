@@ -3,13 +3,16 @@
 // and hw_counters/ (28 counters + lifespan) sets: 16 x 49 = 784 counter reads
 // per sweep (hot + medium + slow tier, the slow tier including its device
 // rescan). Reported: time per sweep, and items/s = counter reads per second
-// (ns per read = 1e9 / items_per_second). See bench/README.md for figures.
+// (ns per read = 1e9 / items_per_second). BM_PreadFloor is the floor under it:
+// a plain pread loop over the same files kept open. See bench/README.md for figures.
 //
 // The tree lives in a temporary directory on a regular filesystem: this
 // measures the collector's own cost (syscall, parse, store append), not the
 // kernel's sysfs/firmware cost on a real NIC (counters.md section 7).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -205,6 +208,43 @@ void BM_HotTier(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(reads));
 }
 BENCHMARK(BM_HotTier)->Unit(benchmark::kMicrosecond);
+
+// The floor under BM_FullSweep: the same counter files kept open and read with
+// a plain pread loop (no parse, no store, no collector), as bench/pread_floor
+// does for bench/run_all. BM_FullSweep/1 per read over this per read is the
+// "times the floor" of issue 21.
+void BM_PreadFloor(benchmark::State& state) {
+  const GeneratedTree& tree = GeneratedTree::Get();
+  std::vector<int> fds;
+  for (const auto& e : fs::recursive_directory_iterator(tree.root())) {
+    const fs::path& p = e.path();
+    const std::string group = p.parent_path().filename().string();
+    if (!e.is_regular_file() || (group != "counters" && group != "hw_counters") ||
+        p.filename() == "lifespan") {
+      continue;
+    }
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      state.SkipWithError("open failed");
+      break;
+    }
+    fds.push_back(fd);
+  }
+  if (fds.size() != tree.counter_files()) state.SkipWithError("not every counter file opened");
+  uint64_t sum = 0;
+  for (auto _ : state) {
+    for (int fd : fds) {
+      char buf[64];
+      const ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
+      sum += n > 0 ? static_cast<unsigned char>(buf[0]) : 0;
+    }
+  }
+  benchmark::DoNotOptimize(sum);
+  for (int fd : fds) ::close(fd);
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(fds.size()));
+  state.counters["reads_per_sweep"] = static_cast<double>(fds.size());
+}
+BENCHMARK(BM_PreadFloor)->Unit(benchmark::kMicrosecond);
 
 // One CounterFile::Read (pread + strict parse), the unit everything is built of.
 void BM_CounterFileRead(benchmark::State& state) {

@@ -1,5 +1,7 @@
 #include "collectors/rdma_sysfs_collector.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -121,12 +123,12 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
           f.spec->hw_counter && ports_->HwCountersClaimed(ts.devices[f.device].name, f.spec->port);
     }
   }
-  for (size_t i = 0; i < ts.files.size(); ++i) {
-    TierFile& f = ts.files[i];
+  ts.readings.clear();
+  for (TierFile& f : ts.files) {
     if (!f.file.is_open() || f.claimed) continue;
     absl::StatusOr<uint64_t> v = f.file.Read();
-    if (v.ok()) {
-      ctx.Append(f.spec->id, *v);
+    if (v.ok()) [[likely]] {
+      ts.readings.emplace_back(f.id, *v);
       continue;
     }
     const CollectorErrorCode code = CollectorErrorCodeOf(v.status());
@@ -156,13 +158,14 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         break;
     }
   }
+  for (const auto& [id, raw] : ts.readings) ctx.Append(id, raw);
 }
 
 void RdmaSysfsCollector::CloseDevice(TierState& ts, uint32_t device) {
   for (TierFile& f : ts.files) {
     if (f.device != device || !f.file.is_open()) continue;
     f.file.Close();
-    store_->SetPresent(f.spec->id, false);
+    store_->SetPresent(f.id, false);
   }
 }
 
@@ -201,6 +204,7 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
       for (const CounterSpec& spec : d.files[t]) {
         TierFile f;
         f.spec = &spec;
+        f.id = spec.id;
         f.device = di;
         auto it = old_index.find(std::make_pair(d.incarnation, absl::string_view(spec.path)));
         if (it != old_index.end()) {
@@ -244,6 +248,7 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
   }
   old_files.clear();  // closes what was not carried, before the old topology goes
   ts.files = std::move(files);
+  ts.readings.reserve(ts.files.size());
   ts.devices = std::move(devices);
   ts.topo = std::move(topo);
   ts.generation = generation;
@@ -261,29 +266,49 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
     cur = topo_;
   }
 
+  // The device directories and their identities: one directory listing and
+  // one fstatat per entry relative to the listed directory (no path walk from
+  // the root per device).
   std::map<std::string, DeviceEntry::Identity> on_disk;
-  absl::StatusOr<std::vector<std::string>> names = ListDir(root_);
-  if (!names.ok() && !absl::IsNotFound(names.status())) {
-    ctx.Error(names.status(), root_);
-    return;  // keep the current topology: do not declare everything gone on EACCES
+  DIR* dir = ::opendir(root_.c_str());
+  if (dir == nullptr) {
+    const absl::Status st = ErrnoToStatus(errno, absl::StrCat("opendir ", root_));
+    if (!absl::IsNotFound(st)) {
+      ctx.Error(st, root_);
+      return;  // keep the current topology: do not declare everything gone on EACCES
+    }
   }
-  if (names.ok()) {
-    for (const std::string& n : *names) {
+  if (dir != nullptr) {
+    absl::Status failed;
+    errno = 0;
+    while (struct dirent* e = ::readdir(dir)) {
+      const absl::string_view n(e->d_name);
+      if (n == "." || n == "..") continue;
       struct stat st;
-      const std::string path = root_ + "/" + n;
-      if (::stat(path.c_str(), &st) != 0) {
+      if (::fstatat(::dirfd(dir), e->d_name, &st, 0) != 0) {
         // Listed but not stat-able: gone since the listing (ENOENT) is a
         // vanished device; anything else (EACCES when the directory lost its
         // search permission after the listing) says nothing about the
         // devices: keep the current topology, as for a failed listing.
-        if (errno == ENOENT) continue;
-        const int err = errno;
-        ctx.Error(fabricscope::ErrnoToStatus(err, absl::StrCat("stat ", path)), root_);
-        return;
+        if (errno == ENOENT) {
+          errno = 0;
+          continue;
+        }
+        failed = ErrnoToStatus(errno, absl::StrCat("stat ", root_, "/", n));
+        break;
       }
-      if (!S_ISDIR(st.st_mode)) continue;
-      on_disk[n] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                    int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec};
+      if (S_ISDIR(st.st_mode)) {
+        on_disk[std::string(n)] = {static_cast<uint64_t>(st.st_dev),
+                                   static_cast<uint64_t>(st.st_ino),
+                                   int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec};
+      }
+      errno = 0;
+    }
+    if (failed.ok() && errno != 0) failed = ErrnoToStatus(errno, absl::StrCat("readdir ", root_));
+    ::closedir(dir);
+    if (!failed.ok()) {
+      ctx.Error(failed, root_);
+      return;
     }
   }
 

@@ -31,7 +31,11 @@
 //
 // I/O: counter files are opened once per device incarnation and read with
 // pread into a fixed buffer (collectors/sysfs_reader.h); nothing is opened per
-// tick except after hot-plug. Errors go through PollContext::Error:
+// tick except after hot-plug. A tick reads every file of its tier first and
+// then appends the readings to the store in one run (syscalls and store work
+// not interleaved: the store's code and data stay warm across the appends);
+// every sample carries the tick's one timestamp either way.
+// Errors go through PollContext::Error:
 //   parse (garbage, empty, overflow)  counted every time, no sample, polling goes on
 //   unsupported ("N/A (no PMA)", EINVAL, EOPNOTSUPP), permission denied
 //                                     counted once, the file is not asked again
@@ -133,9 +137,12 @@ class RdmaSysfsCollector final : public Collector {
     std::vector<DeviceEntry> devices;
   };
 
-  // Per-tier open files, owned by the tier's thread.
+  // Per-tier open files, owned by the tier's thread. 24 bytes, laid out for
+  // the tick loop (PollTier): the file and its series id are read from here,
+  // `spec` is followed only on an error.
   struct TierFile {
     const CounterSpec* spec = nullptr;  // points into `topo` of the TierState
+    SeriesId id = kInvalidSeries;       // spec->id, kept here for the tick loop
     uint32_t device = 0;                // index into TierState::devices
     CounterFile file;
     bool disabled = false;  // unsupported / permission denied: not asked again
@@ -152,6 +159,9 @@ class RdmaSysfsCollector final : public Collector {
     std::shared_ptr<const Topology> topo;
     std::vector<TierDevice> devices;
     std::vector<TierFile> files;
+    // The tick's readings, appended to the store after every file was read
+    // (PollTier): capacity kept across ticks, nothing allocated per tick.
+    std::vector<std::pair<SeriesId, uint64_t>> readings;
   };
 
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);

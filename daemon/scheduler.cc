@@ -121,18 +121,22 @@ void Scheduler::Add(Collector* collector) {
         {{"collector", name},
          {"code", std::string(CollectorErrorCodeName(static_cast<CollectorErrorCode>(code)))}});
   }
+  const size_t index = collectors_.size();
   collectors_.push_back(collector);
   collector_metrics_.push_back(std::move(m));
+  // Tiers() is asked once here, not on every tick (it returns a vector).
+  std::array<bool, kNumTiers> wants{};
+  for (Tier t : collector->Tiers()) wants[static_cast<int>(t)] = true;
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (wants[t]) tier_collectors_[t].push_back(index);
+  }
 }
 
 void Scheduler::PollTier(Tier tier, int64_t ts_ns) {
   // The tick's timestamp, recorded once in the tier's time column.
   const TickRef tick = store_->Tick(columns_[static_cast<int>(tier)], ts_ns);
-  for (size_t i = 0; i < collectors_.size(); ++i) {
+  for (size_t i : tier_collectors_[static_cast<int>(tier)]) {
     Collector* c = collectors_[i];
-    bool wants = false;
-    for (Tier t : c->Tiers()) wants = wants || t == tier;
-    if (!wants) continue;
     TickContext ctx(this, c, collector_metrics_[i].get(), tier, ts_ns, &tick);
     SteadyTime start = clock_->SteadyNow();
     absl::Status s = c->Poll(ctx);

@@ -46,7 +46,8 @@ class Scheduler {
             std::array<absl::Duration, kNumTiers> intervals);
   ~Scheduler();
 
-  // Collectors are not owned. Call before Start().
+  // Collectors are not owned. Call before Start(). The collector's Tiers()
+  // is read once, here.
   void Add(Collector* collector);
 
   // Runs `fn` with the tick's timestamp after every tick of `tier` (after its
@@ -96,6 +97,8 @@ class Scheduler {
 
   std::vector<Collector*> collectors_;
   std::vector<std::unique_ptr<CollectorMetrics>> collector_metrics_;
+  // Per tier, the indexes into collectors_ of the collectors that poll it.
+  std::array<std::vector<size_t>, kNumTiers> tier_collectors_;
   std::array<std::function<void(int64_t)>, kNumTiers> tick_hooks_;
   std::array<prometheus::Counter*, kNumTiers> overrun_counters_{};
   std::array<prometheus::Counter*, kNumTiers> tick_counters_{};

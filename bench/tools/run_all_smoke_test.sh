@@ -56,7 +56,7 @@ if bad:
 PY
 
 # The printed table has a row for every part.
-for row in '| 1 |' '| 2 |' '| 2b |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 5 |' '| 5b |'; do
+for row in '| 1 |' '| 1c |' '| 2 |' '| 2b |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 5 |' '| 5b |'; do
   grep -qF "$row" "$WORK/out" || fail "table row '$row' missing"
 done
 grep -q 'Load average' "$WORK/out" || fail "load average not printed"
