@@ -504,12 +504,17 @@ TEST(RdmaSysfsThreadsTest, ConcurrentTiersAndHotPlug) {
 
 class RdmaSysfsVendorTest : public RdmaSysfsTest {
  protected:
-  // A copy of the vendor tree (mutable).
-  void MakeCopy() {
+  // The vendor tree as it is (read only).
+  void MakeFixture() { Make(SourceDir() + "/tests/fixtures/vendors/sysfs/root"); }
+  // A copy of one device of the vendor tree (mutable).
+  void MakeCopy(const std::string& dev) {
     char tmpl[] = "/tmp/rdma_sysfs_vendor.XXXXXX";
     tmp_ = mkdtemp(tmpl);
-    fs::copy(SourceDir() + "/tests/fixtures/vendors/sysfs", tmp_,
+    fs::create_directories(tmp_ + "/devices");
+    fs::create_directories(tmp_ + "/root/class/infiniband");
+    fs::copy(SourceDir() + "/tests/fixtures/vendors/sysfs/devices/" + dev, tmp_ + "/devices/" + dev,
              fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::create_directory_symlink("../../../devices/" + dev, tmp_ + "/root/class/infiniband/" + dev);
     Make(tmp_ + "/root");
   }
   ~RdmaSysfsVendorTest() override {
@@ -522,7 +527,7 @@ class RdmaSysfsVendorTest : public RdmaSysfsTest {
 };
 
 TEST_F(RdmaSysfsVendorTest, DriverFirmwareAndCanonicalFamilies) {
-  MakeCopy();
+  MakeFixture();
   PollAll();
   struct Want {
     const char* dev;
@@ -574,7 +579,7 @@ TEST_F(RdmaSysfsVendorTest, DriverFirmwareAndCanonicalFamilies) {
 // The vendors' names for the hot signals (ECN, CNP, out-of-buffer, retransmits) are
 // read on the hot tier like mlx5's; the rest on the medium tier.
 TEST_F(RdmaSysfsVendorTest, VendorNamesOfHotSignalsAreHot) {
-  MakeCopy();
+  MakeFixture();
   Poll(Tier::kHot);
   auto sampled = [&](const char* dev, const char* netdev, const char* name) {
     auto s = Get("hw_counters", name, dev, 1, netdev);
@@ -596,7 +601,7 @@ TEST_F(RdmaSysfsVendorTest, VendorNamesOfHotSignalsAreHot) {
 // Empty (or EINVAL) IB counters/ files: one `unsupported` per port at discovery, then
 // nothing: no error storm.
 TEST_F(RdmaSysfsVendorTest, EmptyIbCountersAreReportedOncePerPort) {
-  MakeCopy();
+  MakeFixture();
   int unsupported = 0;
   for (const auto& [code, key] : discover_errors_) {
     EXPECT_EQ(code, CollectorErrorCode::kUnsupported) << key;
@@ -613,7 +618,7 @@ TEST_F(RdmaSysfsVendorTest, EmptyIbCountersAreReportedOncePerPort) {
 
 // ionic's 0xFFFFFFFFFFFFFFFF is "invalid": no sample, counted as parse, polling goes on.
 TEST_F(RdmaSysfsVendorTest, AllOnesIsBlindNotData) {
-  MakeCopy();
+  MakeCopy("ionic_1");
   PollAll();
   auto before = Get("hw_counters", "rx_rdma_ecn_pkts", "ionic_1", 1, "enp132s0v0");
   ASSERT_TRUE(before.has_value());
