@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -70,6 +71,35 @@ std::string FindNetdev(const std::string& dev_dir, const std::string& port_dir, 
   return names->front();
 }
 
+// The basename of <dir>/device/driver (a symlink), "" if none.
+std::string KernelDriver(const std::string& dev_dir) {
+  std::error_code ec;
+  const std::filesystem::path target =
+      std::filesystem::read_symlink(dev_dir + "/device/driver", ec);
+  return ec ? std::string() : target.filename().string();
+}
+
+// What a hot name means (family and labels other than where it was read), so
+// that a vendor's name for the same signal is hot too.
+std::string SignalIdentity(const Signal& s) {
+  std::string id(s.family->name);
+  for (size_t i = 0; i < s.family->labels.size() && i < s.label_values.size(); ++i) {
+    const std::string& l = s.family->labels[i];
+    if (l == "device" || l == "port" || l == "netdev") continue;
+    absl::StrAppend(&id, "\x1f", l, "=", s.label_values[i]);
+  }
+  return id;
+}
+
+absl::flat_hash_set<std::string> HotSignals(const std::vector<std::string>& hot_counters) {
+  absl::flat_hash_set<std::string> out;
+  for (const std::string& name : hot_counters) {
+    std::optional<Signal> s = MapCounter({"hw_counters", name, "", 0, ""});
+    if (s.has_value()) out.insert(SignalIdentity(*s));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const CollectorContext& ctx) {
@@ -82,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const Coll
 RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
     : root_(ctx.options->sysfs_root + "/class/infiniband"),
       hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
+      hot_signals_(HotSignals(ctx.options->hot_counters)),
       store_(ctx.store),
       ports_(ctx.ports) {}
 
@@ -128,6 +159,12 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
     if (!f.file.is_open() || f.claimed) continue;
     absl::StatusOr<uint64_t> v = f.file.Read();
     if (v.ok()) [[likely]] {
+      if (*v == UINT64_MAX && f.spec->all_ones_invalid) [[unlikely]] {
+        // The driver's "invalid" marker (ionic): no sample, the series is blind.
+        ctx.Error(UnparsableError("0xFFFFFFFFFFFFFFFF is the driver's invalid marker, not a value"),
+                  f.spec->path);
+        continue;
+      }
       ts.readings.emplace_back(f.id, *v);
       continue;
     }
@@ -360,7 +397,7 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
     }
     for (const auto& [name, disk] : on_disk) {
       if (covered.contains(name)) continue;
-      DeviceEntry d = BuildDevice(name, disk);
+      DeviceEntry d = BuildDevice(ctx, name, disk);
       size_t n = 0;
       for (const auto& f : d.files) n += f.size();
       Log(LogLevel::kInfo, kName, "device discovered",
@@ -396,7 +433,8 @@ void RdmaSysfsCollector::RefreshPortInfo(const Topology& topo) {
       PortInfo& cached = port_info_[std::make_pair(d.name, port)];
       if (cached.device == info.device && cached.port == info.port &&
           cached.netdev == info.netdev && cached.link_layer == info.link_layer &&
-          cached.state == info.state && cached.rate == info.rate && cached.present) {
+          cached.state == info.state && cached.rate == info.rate && cached.driver == info.driver &&
+          cached.fw_ver == info.fw_ver && cached.present) {
         continue;
       }
       cached = info;
@@ -414,12 +452,15 @@ PortInfo RdmaSysfsCollector::ReadPortInfo(const std::string& device, uint32_t po
   info.link_layer = ReadAttribute(port_dir + "/link_layer").value_or("");
   info.state = StripEnumPrefix(ReadAttribute(port_dir + "/state").value_or(""));
   info.rate = ReadAttribute(port_dir + "/rate").value_or("");
+  const std::string dev_dir = root_ + "/" + device;
+  info.driver = RdmaDriverOf(KernelDriver(dev_dir), device);
+  info.fw_ver = ReadAttribute(dev_dir + "/fw_ver").value_or("");
   info.present = true;
   return info;
 }
 
 RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
-    const std::string& name, const DeviceEntry::Identity& identity) {
+    PollContext& ctx, const std::string& name, const DeviceEntry::Identity& identity) {
   DeviceEntry d;
   d.name = name;
   d.incarnation = next_incarnation_++;
@@ -448,12 +489,16 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       absl::StatusOr<uint64_t> v = f->Read();
       wide_data = v.ok() && *v > UINT32_MAX;
     }
+    // IB counters/ files that are empty or fail with EINVAL (bnxt_re, ionic keep
+    // their counters in hw_counters): not read, reported once per port.
+    size_t unreadable_counters = 0;
     struct Candidate {
       SeriesKey key;
       Signal signal;
       std::string path;
       Tier tier;
       bool wide;  // 64-bit data (for the counters/ vs counters_ext/ choice)
+      bool all_ones_invalid;
     };
     std::vector<Candidate> candidates;
     for (absl::string_view source : kSources) {
@@ -463,12 +508,21 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       for (const std::string& file : *files) {
         if (source == "hw_counters" && file == "lifespan") continue;  // a setting
         SeriesKey key{std::string(source), file, name, port, info.netdev};
-        std::optional<Signal> sig = MapCounter(key);
+        std::optional<Signal> sig = MapCounter(key, info.driver);
         const std::string path = dir + "/" + file;
         if (!sig.has_value()) {
           Log(LogLevel::kDebug, kName, "counter file not in the signal table; skipped",
               {{"path", path}});
           continue;
+        }
+        if (source != "hw_counters") {
+          absl::StatusOr<std::string> probe = ReadAttribute(path);
+          if ((probe.ok() && probe->empty()) ||
+              (!probe.ok() &&
+               CollectorErrorCodeOf(probe.status()) == CollectorErrorCode::kUnsupported)) {
+            ++unreadable_counters;
+            continue;
+          }
         }
         bool wide = true;
         if (source == "counters" && !wide_data && IsPmaDataCounter(file)) {
@@ -476,10 +530,21 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
           wide = false;
         }
         Tier tier = Tier::kSlow;
-        if (source == "hw_counters")
-          tier = hot_counters_.contains(file) ? Tier::kHot : Tier::kMedium;
-        candidates.push_back({std::move(key), *std::move(sig), path, tier, wide});
+        if (source == "hw_counters") {
+          tier = hot_counters_.contains(file) || hot_signals_.contains(SignalIdentity(*sig))
+                     ? Tier::kHot
+                     : Tier::kMedium;
+        }
+        const bool all_ones_invalid = sig->all_ones_invalid;
+        candidates.push_back({std::move(key), *std::move(sig), path, tier, wide, all_ones_invalid});
       }
+    }
+    if (unreadable_counters > 0) {
+      ctx.Error(absl::UnimplementedError(absl::StrCat(
+                    unreadable_counters,
+                    " IB counters/ files are empty or fail with EINVAL: not read (the port's "
+                    "bytes and packets come from its hw_counters where the driver has them)")),
+                port_dir);
     }
     // Two files feeding the same exported series (counters/ and counters_ext/ on
     // old mlx4 kernels): keep the 64-bit one, preferring counters/.
@@ -505,7 +570,8 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       Candidate& c = candidates[i];
       SeriesId id = store_->Register(c.key, c.signal);
       const bool hw = c.key.source == "hw_counters";
-      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id, port, hw});
+      d.files[static_cast<int>(c.tier)].push_back(
+          {std::move(c.path), id, port, hw, c.all_ones_invalid});
     }
   }
   return d;

@@ -16,9 +16,26 @@
 // netlink then writes those series (same SeriesKey, same ids), never both.
 // Each file becomes one series, SeriesKey{source = "hw_counters" | "counters" |
 // "counters_ext", name = file name, device, port, netdev}, resolved once
-// through the signal table (MapCounter); a file no rule maps is skipped (debug
-// log). The netdev of a port is the first non-empty ports/<p>/gid_attrs/ndevs/*
-// entry, else device/net/* (the one whose dev_port matches, else the first).
+// through the signal table (MapCounter) with the device's driver; a file no
+// rule maps (or the table marks "not collected") is skipped (debug log). A
+// hw_counters file is hot when its name is in --hot-counters or it means what
+// a hot name means (same family and labels: the vendors' names for ECN, CNP
+// and retransmit counters).
+//
+// Vendors (the driver probe): a device's driver is the basename of its sysfs
+// device/driver link, mapped by RdmaDriverOf (core/signals.h: bnxt_en ->
+// bnxt_re, ice -> irdma, ...; else the device name's prefix); it is
+// fabricscope_port_info's `driver` label, next to `fw_ver` (<dev>/fw_ver).
+// An IB counters/ (or counters_ext/) file that is empty or fails with EINVAL
+// at discovery (bnxt_re, ionic) is not read: one `unsupported` error per
+// port, no error storm; the port's bytes and packets come from the vendor's
+// hw_counters (rx_bytes, rx_rdma_ucast_bytes, ...: the same series, so where
+// both exist hw_counters wins as the wider one). A value of
+// 0xFFFFFFFFFFFFFFFF in a series whose rule says so (ionic: the driver's
+// "invalid") is never appended: counted as a `parse` error (rate-limited
+// log), the series has a gap there (blind for the correlator). The netdev of a port is the first
+// non-empty ports/<p>/gid_attrs/ndevs/* entry, else device/net/* (the one whose dev_port matches,
+// else the first).
 //
 // Counter semantics fed to the store (store/counter_semantics.h):
 // from the signal table, except counters/port_{xmit,rcv}_{data,packets} on a
@@ -116,6 +133,7 @@ class RdmaSysfsCollector final : public Collector {
     SeriesId id = kInvalidSeries;
     uint32_t port = 0;
     bool hw_counter = false;  // under hw_counters/: skipped while rdma_netlink claims the port
+    bool all_ones_invalid = false;  // Signal::all_ones_invalid
   };
   struct DeviceEntry {
     std::string name;
@@ -165,7 +183,8 @@ class RdmaSysfsCollector final : public Collector {
   };
 
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);
-  DeviceEntry BuildDevice(const std::string& name, const DeviceEntry::Identity& identity)
+  DeviceEntry BuildDevice(PollContext& ctx, const std::string& name,
+                          const DeviceEntry::Identity& identity)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(rescan_mu_);
   PortInfo ReadPortInfo(const std::string& device, uint32_t port,
                         const std::string& port_dir) const;
@@ -179,6 +198,9 @@ class RdmaSysfsCollector final : public Collector {
 
   const std::string root_;  // <sysfs-root>/class/infiniband
   const absl::flat_hash_set<std::string> hot_counters_;
+  // What the hot names mean (family and labels): a vendor's file with the same
+  // meaning is hot too (ionic's resp_rx_outouf_seq like mlx5's out_of_sequence).
+  const absl::flat_hash_set<std::string> hot_signals_;
   Store* const store_;
   PortInventory* const ports_;  // written at discovery and on changes
 

@@ -1,5 +1,6 @@
 #include "core/signals.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <regex>
 
@@ -9,27 +10,32 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 
 namespace fabricscope {
 namespace families {
 
-const MetricSpec& kPortInfo =
-    DefineMetric({.name = "fabricscope_port_info",
-                  .type = MetricType::kGauge,
-                  .help = "RDMA port inventory: always 1, the port's attributes are labels.",
-                  .labels = {"device", "port", "netdev", "link_layer", "state", "rate"},
-                  .component = "rdma_sysfs"});
+const MetricSpec& kPortInfo = DefineMetric(
+    {.name = "fabricscope_port_info",
+     .type = MetricType::kGauge,
+     .help = "RDMA port inventory: always 1, the port's attributes are labels "
+             "(driver: the signal table's driver name, mlx5, bnxt_re, ionic, "
+             "irdma, ...; fw_ver: the device's sysfs fw_ver, \"\" where empty).",
+     .labels = {"device", "port", "netdev", "link_layer", "state", "rate", "driver", "fw_ver"},
+     .component = "rdma_sysfs"});
 const MetricSpec& kPortBytes = DefineMetric(
     {.name = "fabricscope_port_bytes_total",
      .type = MetricType::kCounter,
-     .help = "Bytes through the RDMA port (IB PMA port_xmit_data/port_rcv_data x 4). On a RoCE "
-             "port this is RDMA traffic only.",
+     .help = "Bytes through the RDMA port (IB PMA port_xmit_data/port_rcv_data x 4; on bnxt_re "
+             "and ionic, whose IB counters are empty or fail, the driver's hw_counters bytes). On "
+             "a RoCE port this is RDMA traffic only.",
      .labels = {"device", "port", "direction"},
      .component = "rdma_sysfs"});
 const MetricSpec& kPortPackets = DefineMetric(
     {.name = "fabricscope_port_packets_total",
      .type = MetricType::kCounter,
-     .help = "Packets through the RDMA port (IB PMA port_xmit_packets/port_rcv_packets).",
+     .help = "Packets through the RDMA port (IB PMA port_xmit_packets/port_rcv_packets; on "
+             "bnxt_re and ionic the driver's hw_counters packets).",
      .labels = {"device", "port", "direction"},
      .component = "rdma_sysfs"});
 const MetricSpec& kPortUnicastPackets =
@@ -133,21 +139,26 @@ const MetricSpec& kNetdevErrors =
 const MetricSpec& kPfcPauseFrames = DefineMetric(
     {.name = "fabricscope_pfc_pause_frames_total",
      .type = MetricType::kCounter,
-     .help = "PFC pause frames per priority (\"global\": 802.3x link-level pause), by direction "
-             "(rx: received from the peer, tx: sent by this NIC).",
+     .help = "PFC pause frames per priority (\"global\": 802.3x link-level pause; \"all\": "
+             "every priority together, on ionic, which has no per-priority pause frame count), "
+             "by direction (rx: received from the peer, tx: sent by this NIC). On ice and i40e: "
+             "XOFF frames.",
      .labels = {"netdev", "priority", "direction"},
      .component = "ethtool"});
 const MetricSpec& kPfcPauseSeconds = DefineMetric(
     {.name = "fabricscope_pfc_pause_seconds_total",
      .type = MetricType::kCounter,
      .help = "Time paused per priority (rx: this port was paused and did not send; tx: pause "
-             "time requested from the peer). mlx5 *_pause_duration, microseconds scaled to s.",
+             "time requested from the peer). mlx5 *_pause_duration, bnxt_en "
+             "pfc_priN_*_duration_us, ionic *_pripause_N_1us_count: microseconds scaled to s. "
+             "ice and i40e count no pause time (frames only).",
      .labels = {"netdev", "priority", "direction"},
      .component = "ethtool"});
 const MetricSpec& kPfcPauseTransitions =
     DefineMetric({.name = "fabricscope_pfc_pause_transitions_total",
                   .type = MetricType::kCounter,
-                  .help = "Pause XOFF->XON transitions per priority (mlx5 *_pause_transition).",
+                  .help = "Pause XOFF->XON transitions per priority (mlx5 *_pause_transition, "
+                          "bnxt_en pfc_priN_*_transitions, ice XON frames).",
                   .labels = {"netdev", "priority", "direction"},
                   .component = "ethtool"});
 const MetricSpec& kPauseStormEvents = DefineMetric(
@@ -253,7 +264,10 @@ void AddRules(std::vector<SignalRule>* rules, absl::string_view source,
                     .semantics = row.semantics,
                     .scale = row.scale,
                     .labels = {},
-                    .unit = row.unit};
+                    .unit = row.unit,
+                    .driver = {},
+                    .catch_all = false,
+                    .all_ones_invalid = false};
     for (absl::string_view label : absl::StrSplit(row.labels, ", ", absl::SkipEmpty())) {
       std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(label, '=');
       rule.labels.push_back(kv);
@@ -261,6 +275,29 @@ void AddRules(std::vector<SignalRule>* rules, absl::string_view source,
     rules->push_back(std::move(rule));
   }
 }
+
+// Per-rule flags of a vendor group.
+enum VendorFlags : unsigned {
+  kNoFlags = 0,
+  kAllOnesInvalid = 1,  // 0xFFFFFFFFFFFFFFFF is "invalid" (SignalRule::all_ones_invalid)
+};
+
+// Appends `rows` as rules of `source` that belong to `driver`.
+void AddVendorRules(std::vector<SignalRule>* rules, absl::string_view source,
+                    absl::string_view driver, unsigned flags, std::initializer_list<Row> rows) {
+  const size_t first = rules->size();
+  AddRules(rules, source, rows);
+  for (size_t i = first; i < rules->size(); ++i) {
+    (*rules)[i].driver = driver;
+    (*rules)[i].all_ones_invalid = (flags & kAllOnesInvalid) != 0;
+  }
+}
+
+// Marks the last rule added as a catch-all (SignalRule::catch_all).
+void MarkCatchAll(std::vector<SignalRule>* rules) { rules->back().catch_all = true; }
+
+// "Not collected": a name the table knows and deliberately skips.
+constexpr const MetricSpec* kSkip = nullptr;
 
 // The table, in match order (the first match wins). Each row: raw name, match,
 // family, semantics, scale (raw unit -> family unit), labels, raw unit.
@@ -319,6 +356,92 @@ std::vector<SignalRule> BuildRules() {
       // Q-counters on mlx5; a driver that reports more than 32 bits is detected).
       {"[A-Za-z0-9_]+", kRegex, &kRdmaErrors, kW32, 1.0, "counter=$0", "events"},
   });
+  MarkCatchAll(&rules);
+  // --- hw_counters, vendor maps. Each maps the vendor's names to the families and
+  // canonical (mlx5) label values above, so detectors and the correlator work unchanged.
+  // bnxt_re (Broadcom): upstream names and the out-of-tree driver's mlx5-style names.
+  // 64-bit values.
+  AddVendorRules(&rules, "hw_counters", "bnxt_re", kNoFlags, {
+      // Not collected: resource gauges, doorbell-pacing debug values, and the counters the
+      // out-of-tree driver's README documents as always 0 (rp_cnp_ignored: never an ECN
+      // detector input on bnxt_re).
+      {"(active|watermark)_(pds|ahs|qps|rc_qps|ud_qps|srqs|cqs|mrs|mws)",  kRegex, kSkip, kGauge, 1.0, "", "resources (a gauge)"},
+      {"pacing_(reschedule|complete|alerts)|db_fifo_register",             kRegex, kSkip, kGauge, 1.0, "", "debug"},
+      {"rp_cnp_ignored|rx_icrc_encapsulated|req_cqe_flush_error|resp_cqe_flush_error|roce_adp_retrans(_to)?|roce_slow_restart(_cnps|_trans)?", kRegex, kSkip, kU64, 1.0, "", "always 0 (OOT README)"},
+      // Traffic of the RoCE context, CNPs included: the port's bytes and packets (the IB
+      // counters/ files fail with EINVAL or wrap at 32 bits on bnxt_re).
+      {"(rx|tx)_bytes",                kRegex, &kPortBytes,    kU64, 1.0, "direction=$1",          "bytes"},
+      {"(rx|tx)_pkts",                 kRegex, &kPortPackets,  kU64, 1.0, "direction=$1",          "packets"},
+      {"rx_ecn_marked_pkts|np_ecn_marked_roce_packets", kRegex, &kEcnMarked, kU64, 1.0, "",      "packets"},
+      {"tx_cnp_pkts|np_cnp_sent",      kRegex, &kCnpSent,      kU64, 1.0, "",                      "packets"},
+      {"rx_cnp_pkts|rp_cnp_handled",   kRegex, &kCnpHandled,   kU64, 1.0, "",                      "packets"},
+      {"rx_out_of_buffer|out_of_buffer", kRegex, &kDiscards,   kU64, 1.0, "reason=out_of_buffer",  "packets"},
+      {"(rx|tx)_roce_discards",        kRegex, &kDiscards,     kU64, 1.0, "reason=$0",             "packets"},
+      {"to_retransmits",               kExact, &kRdmaErrors,   kU64, 1.0, "counter=local_ack_timeout_err",   "events"},
+      {"seq_err_naks_rcvd",            kExact, &kRdmaErrors,   kU64, 1.0, "counter=packet_seq_err",          "NAKs"},
+      {"oos_drop_count",               kExact, &kRdmaErrors,   kU64, 1.0, "counter=out_of_sequence",         "packets"},
+      {"rnr_naks_rcvd",                kExact, &kRdmaErrors,   kU64, 1.0, "counter=rnr_nak_retry_err",       "NAKs"},
+      {"missing_resp",                 kExact, &kRdmaErrors,   kU64, 1.0, "counter=implied_nak_seq_err",     "events"},
+      {"dup_req",                      kExact, &kRdmaErrors,   kU64, 1.0, "counter=duplicate_request",       "requests"},
+      {"remote_invalid_req_err",       kExact, &kRdmaErrors,   kU64, 1.0, "counter=req_remote_invalid_request", "events"},
+      {"remote_access_err",            kExact, &kRdmaErrors,   kU64, 1.0, "counter=req_remote_access_errors", "events"},
+      {"res_length_mismatch",          kExact, &kRdmaErrors,   kU64, 1.0, "counter=resp_local_length_error", "events"},
+      {"res_unaligned_atmeomic",       kExact, &kRdmaErrors,   kU64, 1.0, "counter=res_unaligned_atomic",    "events (older kernels' spelling)"},
+      {"rx_(atomic|read|write)_req",   kRegex, &kRdmaRequests, kU64, 1.0, "counter=rx_$1_requests",          "requests"},
+      {"rx_(atomic|read|write)_requests", kRegex, &kRdmaRequests, kU64, 1.0, "counter=$0",               "requests"},
+      {"[A-Za-z0-9_]+",                kRegex, &kRdmaErrors,   kU64, 1.0, "counter=$0",                      "events"},
+  });
+  MarkCatchAll(&rules);
+  // ionic (AMD Pensando): names come from NIC firmware and change with it (42 names, 54 on
+  // newer firmware; typos such as resp_rx_outouf_seq are the real names). 64-bit values;
+  // 0xFFFFFFFFFFFFFFFF is the driver's "invalid" (a firmware offset it could not read).
+  AddVendorRules(&rules, "hw_counters", "ionic", kAllOnesInvalid, {
+      {"(rx|tx)_rdma_ucast_bytes",     kRegex, &kPortBytes,            kU64, 1.0, "direction=$1", "bytes (unicast)"},
+      {"(rx|tx)_rdma_ucast_pkts",      kRegex, &kPortPackets,          kU64, 1.0, "direction=$1", "packets (unicast)"},
+      {"(rx|tx)_rdma_mcast_pkts",      kRegex, &kPortMulticastPackets, kU64, 1.0, "direction=$1", "packets"},
+      {"rx_rdma_ecn_pkts",             kExact, &kEcnMarked,            kU64, 1.0, "",             "packets"},
+      {"tx_rdma_cnp_pkts",             kExact, &kCnpSent,              kU64, 1.0, "",             "packets"},
+      {"rx_rdma_cnp_pkts",             kExact, &kCnpHandled,           kU64, 1.0, "",             "packets (every CNP received: no handled/ignored split)"},
+      {"resp_rx_outof_buf",            kExact, &kDiscards,             kU64, 1.0, "reason=out_of_buffer", "packets"},
+      {"rx_rdma_mtu_discard_pkts",     kExact, &kDiscards,             kU64, 1.0, "reason=$0",    "packets"},
+      {"resp_rx_outouf_seq",           kExact, &kRdmaErrors,           kU64, 1.0, "counter=out_of_sequence",       "packets"},
+      {"req_rx_pkt_seq_err",           kExact, &kRdmaErrors,           kU64, 1.0, "counter=packet_seq_err",        "NAKs"},
+      {"tx_rdma_ack_timeout",          kExact, &kRdmaErrors,           kU64, 1.0, "counter=local_ack_timeout_err", "events"},
+      {"req_rx_rnr_retry_err",         kExact, &kRdmaErrors,           kU64, 1.0, "counter=rnr_nak_retry_err",     "NAKs"},
+      {"req_rx_impl_nak_seq_err",      kExact, &kRdmaErrors,           kU64, 1.0, "counter=implied_nak_seq_err",   "events"},
+      {"resp_rx_dup_request",          kExact, &kRdmaErrors,           kU64, 1.0, "counter=duplicate_request",     "requests"},
+      {"[A-Za-z0-9_]+",                kRegex, &kRdmaErrors,           kU64, 1.0, "counter=$0",                    "events"},
+  });
+  MarkCatchAll(&rules);
+  // irdma (Intel X722 GEN1, E810 GEN2, IPU GEN3): GEN3 names contain spaces; the tcp*/iw*
+  // names are older kernels' spellings of the same counters. 64-bit values (the GEN1
+  // 32-bit ones wrap).
+  AddVendorRules(&rules, "hw_counters", "irdma", kNoFlags, {
+      {"RxECNMrkd",                    kExact, &kEcnMarked,    kU64, 1.0, "",                              "packets"},
+      {"cnpSent",                      kExact, &kCnpSent,      kU64, 1.0, "",                              "packets"},
+      {"cnpHandled",                   kExact, &kCnpHandled,   kU64, 1.0, "",                              "packets"},
+      {"cnpIgnored",                   kExact, &kCnpIgnored,   kU64, 1.0, "",                              "packets"},
+      {"ip(4|6)InDiscards",            kRegex, &kDiscards,     kW32, 1.0, "reason=$0",                     "packets"},
+      {"Rcvd Out of order packets",    kExact, &kRdmaErrors,   kU64, 1.0, "counter=out_of_sequence",       "packets"},
+      {"Nak Sequence Error",           kExact, &kRdmaErrors,   kU64, 1.0, "counter=packet_seq_err",        "NAKs"},
+      {"Nak Sequence Error Implied",   kExact, &kRdmaErrors,   kU64, 1.0, "counter=implied_nak_seq_err",   "events"},
+      {"RTO",                          kExact, &kRdmaErrors,   kU64, 1.0, "counter=local_ack_timeout_err", "events"},
+      {"RNR received",                 kExact, &kRdmaErrors,   kU64, 1.0, "counter=rnr_nak_retry_err",     "NAKs"},
+      {"RNR sent",                     kExact, &kRdmaErrors,   kU64, 1.0, "counter=rnr_sent",              "NAKs"},
+      {"ord limit count",              kExact, &kRdmaErrors,   kU64, 1.0, "counter=ord_limit_count",       "events"},
+      {"ird limit count",              kExact, &kRdmaErrors,   kU64, 1.0, "counter=ird_limit_count",       "events"},
+      {"CRC errors",                   kExact, &kRdmaErrors,   kU64, 1.0, "counter=crc_errors",            "packets"},
+      {"Rx atomics",                   kExact, &kRdmaRequests, kU64, 1.0, "counter=rx_atomic_requests",    "requests"},
+      {"Tx atomics",                   kExact, &kRdmaErrors,   kU64, 1.0, "counter=tx_atomics",            "requests"},
+      {"(iw)?InRdmaReads",             kRegex, &kRdmaRequests, kU64, 1.0, "counter=rx_read_requests",      "requests"},
+      {"(iw)?InRdmaWrites",            kRegex, &kRdmaRequests, kU64, 1.0, "counter=rx_write_requests",     "requests"},
+      {"(iw)?InRdmaSends",             kRegex, &kRdmaRequests, kU64, 1.0, "counter=InRdmaSends",           "requests"},
+      {"tcp(RetransSegs|InOptErrors|InProtoErrors|InSegs|OutSegs)", kRegex, &kRdmaErrors, kU64, 1.0, "counter=$1", "segments"},
+      {"iw(OutRdmaReads|OutRdmaSends|OutRdmaWrites|RdmaBnd|RdmaInv)", kRegex, &kRdmaErrors, kU64, 1.0, "counter=$1", "operations"},
+      {"ip(4|6)(InTruncatedPkts|OutNoRoutes)|rxVlanErrors", kRegex, &kRdmaErrors, kW32, 1.0, "counter=$0", "packets"},
+      {"[^/]+",                        kRegex, &kRdmaErrors,   kU64, 1.0, "counter=$0",                    "events"},
+  });
+  MarkCatchAll(&rules);
   // --- netdev: rtnetlink IFLA_STATS64
   AddRules(&rules, "netdev", {
       {"(rx|tx)_bytes",   kRegex, &kNetdevBytes,   kU64, 1.0, "direction=$1", "bytes"},
@@ -326,7 +449,8 @@ std::vector<SignalRule> BuildRules() {
       {"(rx|tx)_dropped", kRegex, &kNetdevDrops,   kU64, 1.0, "direction=$1", "packets"},
       {"(rx|tx)_errors",  kRegex, &kNetdevErrors,  kU64, 1.0, "direction=$1", "packets"},
   });
-  // --- ethtool -S (ETHTOOL_GSTATS / --ethtool-dir text): mlx5, i40e, ice names. Where two
+  // --- ethtool -S (ETHTOOL_GSTATS / --ethtool-dir text): mlx5 names (the vendor groups
+  // follow the hw_counters vendor groups below). Where two
   // names of one device map to the same label set, the ethtool collector keeps the one whose
   // rule comes first (e.g. rx_global_pause over rx_pause_ctrl_phy).
   // Pause frames (PFC per priority, "global" for 802.3x link pause).
@@ -334,10 +458,6 @@ std::vector<SignalRule> BuildRules() {
       {"(rx|tx)_prio([0-7])_pause",                    kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames"},
       {"(rx|tx)_global_pause",                         kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames"},
       {"(rx|tx)_pause_ctrl_phy",                       kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames"},
-      {"port\\.(rx|tx)_priority_([0-7])_xoff_(rx|tx)", kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames (i40e)"},
-      {"port\\.link_xoff_(rx|tx)",                     kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames (i40e)"},
-      {"(rx|tx)_priority_([0-7])_xoff\\.nic",          kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "frames (ice)"},
-      {"link_xoff_(rx|tx)\\.nic",                      kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "frames (ice)"},
       // Pause time and XOFF->XON transitions (mlx5).
       {"(rx|tx)_prio([0-7])_pause_duration",   kRegex, &kPfcPauseSeconds,     kU64, 1e-6, "priority=$2, direction=$1",     "microseconds"},
       {"(rx|tx)_global_pause_duration",        kRegex, &kPfcPauseSeconds,     kU64, 1e-6, "priority=global, direction=$1", "microseconds"},
@@ -359,6 +479,45 @@ std::vector<SignalRule> BuildRules() {
       {"rx_symbol_err_phy",          kExact, &kPhySymbolErrors,         kU64, 1.0, "", "symbols"},
       {"link_down_events_phy",       kExact, &kLinkDownEvents,          kU64, 1.0, "", "events"},
   });
+  // --- ethtool -S, vendor maps.
+  // bnxt_en (Broadcom): per-priority PFC frames, pause time (µs) and transitions, per-CoS
+  // discards, FEC and PHY counters (the RoCE counters of the port are bnxt_re's hw_counters).
+  AddVendorRules(&rules, "ethtool", "bnxt_en", kNoFlags, {
+      {"(rx|tx)_pfc_ena_frames_pri([0-7])",  kRegex, &kPfcPauseFrames,      kU64, 1.0,  "priority=$2, direction=$1",     "frames"},
+      {"(rx|tx)_pause_frames",               kRegex, &kPfcPauseFrames,      kU64, 1.0,  "priority=global, direction=$1", "frames"},
+      {"pfc_pri([0-7])_(rx|tx)_duration_us", kRegex, &kPfcPauseSeconds,     kU64, 1e-6, "priority=$1, direction=$2",     "microseconds"},
+      {"pfc_pri([0-7])_(rx|tx)_transitions", kRegex, &kPfcPauseTransitions, kU64, 1.0,  "priority=$1, direction=$2",     "transitions"},
+      {"rx_discard_packets_cos([0-7])",      kRegex, &kDiscards,            kU64, 1.0,  "reason=$0",                     "packets (per CoS queue)"},
+      {"(rx|tx)_stat_discard",               kRegex, &kDiscards,            kU64, 1.0,  "reason=$0",                     "packets"},
+      {"rx_buffer_passed_threshold",         kExact, &kRxBufferPassedThreshold, kU64, 1.0, "",                          "events"},
+      {"rx_fec_corrected_blocks",            kExact, &kFecCorrectedBlocks,  kU64, 1.0,  "",                              "blocks"},
+      {"rx_fec_uncorrectable_blocks",        kExact, &kFecUncorrectableBlocks, kU64, 1.0, "",                            "blocks"},
+      {"rx_corrected_bits",                  kExact, &kPhyCorrectedBits,    kU64, 1.0,  "",                              "bits"},
+      {"rx_pcs_symbol_err",                  kExact, &kPhySymbolErrors,     kU64, 1.0,  "",                              "symbols"},
+      {"link_down_events",                   kExact, &kLinkDownEvents,      kU64, 1.0,  "",                              "events"},
+  });
+  // ionic (AMD Pensando): pause time per priority (µs); pause frames only as a total of all
+  // priorities (no per-priority pause frame count exists on this NIC: priority="all").
+  AddVendorRules(&rules, "ethtool", "ionic", kNoFlags, {
+      {"(rx|tx)_pripause_([0-7])_1us_count", kRegex, &kPfcPauseSeconds, kU64, 1e-6, "priority=$2, direction=$1",     "microseconds"},
+      {"rx_pause_1us_count",                 kExact, &kPfcPauseSeconds, kU64, 1e-6, "priority=global, direction=rx", "microseconds"},
+      {"frames_(rx|tx)_pripause",            kRegex, &kPfcPauseFrames,  kU64, 1.0,  "priority=all, direction=$1",    "frames (all priorities together)"},
+      {"frames_(rx|tx)_pause",               kRegex, &kPfcPauseFrames,  kU64, 1.0,  "priority=global, direction=$1", "frames"},
+      {"frames_rx_dropped",                  kExact, &kDiscards,        kU64, 1.0,  "reason=$0",                     "packets"},
+  });
+  // ice (Intel E810): XOFF and XON frames per priority; no pause time exists on this NIC.
+  AddVendorRules(&rules, "ethtool", "ice", kNoFlags, {
+      {"(rx|tx)_priority_([0-7])_xoff\\.nic", kRegex, &kPfcPauseFrames,      kU64, 1.0, "priority=$2, direction=$1",     "XOFF frames"},
+      {"link_xoff_(rx|tx)\\.nic",             kRegex, &kPfcPauseFrames,      kU64, 1.0, "priority=global, direction=$1", "XOFF frames"},
+      {"(rx|tx)_priority_([0-7])_xon\\.nic",  kRegex, &kPfcPauseTransitions, kU64, 1.0, "priority=$2, direction=$1",     "XON frames (one per XOFF->XON)"},
+      {"link_xon_(rx|tx)\\.nic",              kRegex, &kPfcPauseTransitions, kU64, 1.0, "priority=global, direction=$1", "XON frames (one per XOFF->XON)"},
+      {"rx_dropped\\.nic",                    kExact, &kDiscards,            kU64, 1.0, "reason=rx_dropped",             "packets"},
+  });
+  // i40e (Intel X710/XL710/X722).
+  AddVendorRules(&rules, "ethtool", "i40e", kNoFlags, {
+      {"port\\.(rx|tx)_priority_([0-7])_xoff_(rx|tx)", kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "XOFF frames"},
+      {"port\\.link_xoff_(rx|tx)",                     kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "XOFF frames"},
+  });
   // --- ethtool netlink standard stats (ETHTOOL_MSG_PAUSE_GET / FEC_GET with stats). Used for
   // a label set only when no ethtool -S name of the device provides it.
   AddRules(&rules, "ethtool_netlink", {
@@ -377,14 +536,23 @@ std::vector<SignalRule> BuildRules() {
   return rules;
 }
 
+// `tmpl` with each $N (one digit) replaced: $0 by the whole raw name, $1.. by
+// the capture groups (an absent group is "").
 std::string Substitute(absl::string_view tmpl, const std::smatch* m, absl::string_view whole) {
-  if (tmpl.size() == 2 && tmpl[0] == '$' && tmpl[1] >= '0' && tmpl[1] <= '9') {
-    int idx = tmpl[1] - '0';
-    if (idx == 0) return std::string(whole);
-    if (m != nullptr && idx < static_cast<int>(m->size())) return (*m)[idx].str();
-    return "";
+  std::string out;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] == '$' && i + 1 < tmpl.size() && tmpl[i + 1] >= '0' && tmpl[i + 1] <= '9') {
+      const int idx = tmpl[++i] - '0';
+      if (idx == 0) {
+        absl::StrAppend(&out, whole);
+      } else if (m != nullptr && idx < static_cast<int>(m->size())) {
+        absl::StrAppend(&out, (*m)[idx].str());
+      }
+      continue;
+    }
+    out.push_back(tmpl[i]);
   }
-  return std::string(tmpl);
+  return out;
 }
 
 }  // namespace
@@ -428,54 +596,111 @@ const std::vector<std::regex>& CompiledRuleRegexes() {
 
 }  // namespace
 
-std::optional<Signal> MapCounter(const SeriesKey& key) {
-  const std::vector<SignalRule>& rules = SignalRules();
-  const std::vector<std::regex>& compiled = CompiledRuleRegexes();
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const SignalRule& rule = rules[i];
-    if (rule.source != key.source) continue;
-    std::smatch m;
-    bool matched;
-    if (rule.regex) {
-      matched = std::regex_match(key.name, m, compiled[i]);
+namespace {
+
+// Whether rule `i` matches `key` (its source and raw name); `m` gets the groups.
+bool RuleMatches(size_t i, const SeriesKey& key, std::smatch* m) {
+  const SignalRule& rule = SignalRules()[i];
+  if (rule.source != key.source) return false;
+  if (!rule.regex) return rule.pattern == key.name;
+  return std::regex_match(key.name, *m, CompiledRuleRegexes()[i]);
+}
+
+std::optional<Signal> Resolve(const SignalRule& rule, const SeriesKey& key, const std::smatch& m) {
+  if (rule.family == nullptr) return std::nullopt;  // known, not collected
+  Signal s;
+  s.family = rule.family;
+  s.name = SignalNameOf(rule.family->name);
+  s.semantics = rule.semantics;
+  s.scale = rule.scale;
+  s.all_ones_invalid = rule.all_ones_invalid;
+  for (const std::string& label : rule.family->labels) {
+    std::string value;
+    if (label == "device") {
+      value = key.device;
+    } else if (label == "port") {
+      value = key.port == 0 ? "" : absl::StrCat(key.port);
+    } else if (label == "netdev") {
+      value = key.netdev;
     } else {
-      matched = rule.pattern == key.name;
-    }
-    if (!matched) continue;
-    Signal s;
-    s.family = rule.family;
-    s.name = SignalNameOf(rule.family->name);
-    s.semantics = rule.semantics;
-    s.scale = rule.scale;
-    for (const std::string& label : rule.family->labels) {
-      std::string value;
-      if (label == "device") {
-        value = key.device;
-      } else if (label == "port") {
-        value = key.port == 0 ? "" : absl::StrCat(key.port);
-      } else if (label == "netdev") {
-        value = key.netdev;
-      } else {
-        for (const auto& [l, tmpl] : rule.labels) {
-          if (l == label) value = Substitute(tmpl, rule.regex ? &m : nullptr, key.name);
-        }
+      for (const auto& [l, tmpl] : rule.labels) {
+        if (l == label) value = Substitute(tmpl, rule.regex ? &m : nullptr, key.name);
       }
-      s.label_values.push_back(std::move(value));
     }
-    return s;
+    s.label_values.push_back(std::move(value));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<Signal> MapCounter(const SeriesKey& key, absl::string_view driver) {
+  const std::vector<SignalRule>& rules = SignalRules();
+  // The passes, in order: each a filter over the table (see "Vendors" in signals.h).
+  using Filter = bool (*)(const SignalRule&, absl::string_view);
+  static constexpr Filter kKnownDriver[] = {
+      [](const SignalRule& r, absl::string_view d) { return r.driver == d; },
+      [](const SignalRule& r, absl::string_view) { return r.driver.empty(); },
+  };
+  static constexpr Filter kUnknownDriver[] = {
+      [](const SignalRule& r, absl::string_view) { return r.driver.empty() && !r.catch_all; },
+      // A driver's "not collected" says nothing about another driver's same name.
+      [](const SignalRule& r, absl::string_view) {
+        return !r.driver.empty() && !r.catch_all && r.family != nullptr;
+      },
+      [](const SignalRule& r, absl::string_view) { return r.driver.empty() && r.catch_all; },
+  };
+  absl::Span<const Filter> passes = driver.empty() ? absl::Span<const Filter>(kUnknownDriver)
+                                                   : absl::Span<const Filter>(kKnownDriver);
+  for (Filter pass : passes) {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (!pass(rules[i], driver)) continue;
+      std::smatch m;
+      if (RuleMatches(i, key, &m)) return Resolve(rules[i], key, m);
+    }
   }
   return std::nullopt;
+}
+
+std::string RdmaDriverOf(absl::string_view kernel_driver, absl::string_view device) {
+  // The PCI function's driver (the RDMA device's parent) or the auxiliary
+  // RDMA driver itself, -> the table's name.
+  static constexpr std::pair<absl::string_view, absl::string_view> kByKernelDriver[] = {
+      {"mlx5_core", "mlx5"}, {"mlx5_ib", "mlx5"},     {"mlx4_core", "mlx4"},
+      {"mlx4_ib", "mlx4"},   {"bnxt_en", "bnxt_re"},  {"bnxt_re", "bnxt_re"},
+      {"ionic", "ionic"},    {"ionic_rdma", "ionic"}, {"ice", "irdma"},
+      {"i40e", "irdma"},     {"idpf", "irdma"},       {"irdma", "irdma"},
+  };
+  for (const auto& [k, d] : kByKernelDriver) {
+    if (k == kernel_driver) return std::string(d);
+  }
+  // Kernel default device names (renamed devices such as rocep132s0 need the
+  // probe above).
+  static constexpr std::pair<absl::string_view, absl::string_view> kByPrefix[] = {
+      {"mlx5_", "mlx5"},   {"mlx4_", "mlx4"},  {"bnxt_re", "bnxt_re"},
+      {"ionic_", "ionic"}, {"irdma", "irdma"},
+  };
+  for (const auto& [prefix, d] : kByPrefix) {
+    if (absl::StartsWith(device, prefix)) return std::string(d);
+  }
+  return "";
 }
 
 std::string RenderSignalTable() {
   std::string out =
       "## Signal table\n\n"
-      "How each raw counter maps to a family (first matching rule wins). `$0` is the raw\n"
-      "name, `$1`.. the pattern's capture groups. Semantics: `u64` 64-bit counter (a\n"
-      "decrease is a reset), `wrap32` 32-bit counter that wraps, `satN` IB PMA counter\n"
-      "that saturates at N bits, `gauge` a level.\n\n"
-      "| source | raw name | family | semantics | scale | labels | raw unit |\n"
-      "|---|---|---|---|---|---|---|\n";
+      "How each raw counter maps to a family. `$0` is the raw name, `$1`.. the pattern's\n"
+      "capture groups. Semantics: `u64` 64-bit counter (a decrease is a reset), `wrap32`\n"
+      "32-bit counter that wraps, `satN` IB PMA counter that saturates at N bits, `gauge` a\n"
+      "level. Driver: the rule applies to that driver's devices only (blank: any driver).\n"
+      "For a device of a known driver, its rules are tried first, then the generic ones;\n"
+      "with an unknown driver (a replayed recording) the generic rules first, then every\n"
+      "driver's, then the catch-alls (`[A-Za-z0-9_]+`). Family `(not collected)`: a name\n"
+      "skipped on purpose. `invalid: all-ones`: 0xFFFFFFFFFFFFFFFF is the driver's invalid\n"
+      "marker, never a value (no sample; counted in fabricscope_collector_errors_total\n"
+      "{code=\"parse\"}).\n\n"
+      "| source | driver | raw name | family | semantics | scale | labels | raw unit |\n"
+      "|---|---|---|---|---|---|---|---|\n";
   for (const SignalRule& r : SignalRules()) {
     std::string sem;
     switch (r.semantics.kind) {
@@ -495,9 +720,42 @@ std::string RenderSignalTable() {
     std::vector<std::string> labels;
     for (const auto& [l, v] : r.labels) labels.push_back(absl::StrCat(l, "=", v));
     std::string pattern = absl::StrReplaceAll(r.pattern, {{"|", "\\|"}});
-    absl::StrAppend(&out, "| ", r.source, " | `", pattern, "`", r.regex ? " (regex)" : "", " | `",
-                    r.family->name, "` | ", sem, " | ", r.scale, " | ", absl::StrJoin(labels, ", "),
-                    " | ", r.unit, " |\n");
+    std::string unit(r.unit);
+    if (r.all_ones_invalid) absl::StrAppend(&unit, "; invalid: all-ones");
+    absl::StrAppend(&out, "| ", r.source, " | ", r.driver, " | `", pattern, "`",
+                    r.regex ? " (regex)" : "", " | ",
+                    r.family == nullptr ? std::string("(not collected)")
+                                        : absl::StrCat("`", r.family->name, "`"),
+                    " | ", sem, " | ", r.scale, " | ", absl::StrJoin(labels, ", "), " | ", unit,
+                    " |\n");
+  }
+  // Per family: which driver provides which raw names.
+  absl::StrAppend(&out,
+                  "\n## Raw names per family and driver\n\n"
+                  "The same table by family: which driver's raw names feed it (`any`: the\n"
+                  "generic names, mlx5's and the IB standard ones, whatever the driver).\n\n"
+                  "| family | driver | source | raw names |\n|---|---|---|---|\n");
+  std::vector<const MetricSpec*> order;
+  for (const SignalRule& r : SignalRules()) {
+    if (r.family != nullptr && std::find(order.begin(), order.end(), r.family) == order.end()) {
+      order.push_back(r.family);
+    }
+  }
+  for (const MetricSpec* family : order) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // "driver|source"
+    for (const SignalRule& r : SignalRules()) {
+      if (r.family != family) continue;
+      const std::string group =
+          absl::StrCat(r.driver.empty() ? absl::string_view("any") : r.driver, " | ", r.source);
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const auto& g) { return g.first == group; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
+      it->second.push_back(absl::StrCat("`", absl::StrReplaceAll(r.pattern, {{"|", "\\|"}}), "`"));
+    }
+    for (const auto& [group, names] : groups) {
+      absl::StrAppend(&out, "| `", family->name, "` | ", group, " | ", absl::StrJoin(names, ", "),
+                      " |\n");
+    }
   }
   return out;
 }

@@ -7,6 +7,20 @@
 // Collectors call MapCounter() once per series at discovery, never per tick.
 // The table is rendered into docs/metrics.md (RenderSignalTable) and tested.
 //
+// Vendors. A rule may belong to one driver (SignalRule::driver: "bnxt_re",
+// "ionic", "irdma", "bnxt_en", "ice", ...): the vendor maps translate each
+// vendor's raw names into the same families and canonical label values as the
+// mlx5 names (bnxt_re `to_retransmits` is rdma_errors{counter=
+// "local_ack_timeout_err"}), so the detectors and the correlator need no
+// per-vendor code. The lookup is a function of (source, raw name, driver):
+// with a known driver, that driver's rules come first, then the generic ones;
+// with an unknown driver ("": recordings carry none) the generic rules come
+// first, then every driver's rules but its "not collected" ones, then the
+// generic catch-alls (a name only one driver uses still maps; a name several
+// share takes its generic meaning).
+// The driver of an RDMA device comes from RdmaDriverOf (the one driver
+// probe's table).
+//
 // Thread-safety: the table is immutable after static initialisation.
 #pragma once
 
@@ -31,30 +45,55 @@ struct Signal {
   double scale = 1.0;  // raw unit -> family unit (4 for octets/4, 1e-6 for microseconds)
   // Values aligned with family->labels.
   std::vector<std::string> label_values;
+  // The raw value 0xFFFFFFFFFFFFFFFF is the source's "invalid" marker (ionic
+  // firmware), never a value: collectors skip it (no sample: the series is
+  // blind for that poll) and count it.
+  bool all_ones_invalid = false;
 
   // The value of label `label`, or "" if the family has no such label.
   absl::string_view Label(absl::string_view label) const;
 };
 
 struct SignalRule {
+  // Where the counter is read: "hw_counters", "counters", "ethtool", ...
   absl::string_view source;
   // The raw name: matched exactly, or as a full-match regex (ECMAScript) when
   // `regex` is true; capture groups are referenced as $1, $2 in label values.
   absl::string_view pattern;
   bool regex = false;
+  // nullptr: a known name deliberately not collected (a gauge among
+  // counters, a counter the driver documents as always 0): MapCounter
+  // returns nullopt, so no later rule (no catch-all) claims it.
   const MetricSpec* family = nullptr;
   CounterSemantics semantics;
   double scale = 1.0;
   // Label values other than device/port/netdev. "$0" is the whole raw name.
   std::vector<std::pair<absl::string_view, absl::string_view>> labels;
   absl::string_view unit;  // the raw unit, for the documentation
+  // The driver whose name this is ("": generic, any driver).
+  absl::string_view driver;
+  // A catch-all: tried after every other rule of its source when the driver
+  // is unknown.
+  bool catch_all = false;
+  // See Signal::all_ones_invalid.
+  bool all_ones_invalid = false;
 };
 
 // All rules, in match order (the first match wins).
 const std::vector<SignalRule>& SignalRules();
 
-// Resolves `key` through the table; nullopt when no rule matches.
-std::optional<Signal> MapCounter(const SeriesKey& key);
+// Resolves `key` through the table for a device of `driver` ("" when
+// unknown, see "Vendors" above); nullopt when no rule matches or the
+// matching rule says "not collected".
+std::optional<Signal> MapCounter(const SeriesKey& key, absl::string_view driver = {});
+
+// The table's driver name for a device whose kernel driver (the basename of
+// sysfs `device/driver`: the PCI function's driver or, for an auxiliary
+// device, the RDMA driver itself) is `kernel_driver`, else guessed from the
+// device name's prefix ("bnxt_re0", "ionic_0", "irdma1", "mlx5_0"); "" when
+// neither says. E.g. "bnxt_en" -> "bnxt_re", "ice" -> "irdma", "mlx5_core" ->
+// "mlx5".
+std::string RdmaDriverOf(absl::string_view kernel_driver, absl::string_view device);
 
 // The table in Markdown, appended to the metric reference.
 std::string RenderSignalTable();

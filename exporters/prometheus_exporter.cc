@@ -403,7 +403,9 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
                  {"netdev", p.netdev},
                  {"link_layer", p.link_layer},
                  {"state", p.state},
-                 {"rate", p.rate}},
+                 {"rate", p.rate},
+                 {"driver", p.driver},
+                 {"fw_ver", p.fw_ver}},
                 1.0);
     }
     if (!f.metric.empty()) families.emplace(spec.name, std::move(f));

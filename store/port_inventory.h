@@ -49,6 +49,9 @@ struct PortInfo {
   std::string state;       // "ACTIVE", "DOWN", ...
   std::string rate;        // "100 Gb/sec (4X EDR)"
   bool present = true;
+  // After `present`, so that positional initialisers of the fields above stay valid.
+  std::string driver;  // the signal table's driver name (RdmaDriverOf): "mlx5", "bnxt_re", ...
+  std::string fw_ver;  // sysfs <dev>/fw_ver, "" where the driver leaves it empty
 };
 
 // The other end of a port's link, as one source saw it. A port is named by

@@ -125,7 +125,7 @@ value "$OOS0" >/dev/null
 counters "$WORK/m" | grep -q 'device="mlx5_1"' && fail "mlx5_1 came back while removed"
 mv "$WORK/mlx5_1.saved" "$IB/mlx5_1"
 wait_value "$CNP" 10285020
-wait_value 'fabricscope_port_info{device="mlx5_1",port="1",netdev="ens1f0np0",link_layer="Ethernet",state="ACTIVE",rate="100 Gb/sec (4X EDR)"}' 1
+wait_value 'fabricscope_port_info{device="mlx5_1",port="1",netdev="ens1f0np0",link_layer="Ethernet",state="ACTIVE",rate="100 Gb/sec (4X EDR)",driver="mlx5",fw_ver="14.28.2006"}' 1
 printf '1600\n' >"$MLX5_1/hw_counters/np_cnp_sent"
 wait_value "$CNP" 10285120
 echo "ok: device removed and restored without restart"

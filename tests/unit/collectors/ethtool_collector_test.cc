@@ -2,7 +2,10 @@
 
 #include <filesystem>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "collectors/ethtool_stats_source.h"
 #include "core/clock.h"
 #include "gmock/gmock.h"
@@ -24,6 +27,19 @@ using ::testing::HasSubstr;
 
 std::string Fixture(const std::string& rel) {
   return ReadFile(SourceDir() + "/tests/fixtures/ethtool/" + rel);
+}
+
+// `text` without its `#` lines (the vendor captures' `# origin:` line).
+std::string WithoutOriginLines(const std::string& text) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "#")) continue;
+    absl::StrAppend(&out, line, "\n");
+  }
+  while (out.size() > 1 && out[out.size() - 1] == '\n' && out[out.size() - 2] == '\n') {
+    out.pop_back();
+  }
+  return out;
 }
 
 // The exported sample of `family` whose labels contain every `want` pair.
@@ -72,10 +88,13 @@ TEST_F(EthtoolDirTest, GoldenMappingOfEveryFixture) {
                          "mlx5/lkml_bpf_20240619_mlx5_k6.5_nonzero.txt",
                          "other/bnxt_en_10g_k4.18_statistics.txt",
                          "other/i40e_10g_k4.18_statistics.txt",
-                         "other/ice_25g_k4.18_statistics.txt"};
+                         "other/ice_25g_k4.18_statistics.txt",
+                         "../vendors/bnxt_en_ethtool_S.txt",
+                         "../vendors/ionic_ethtool_S.txt",
+                         "../vendors/ice_ethtool_S.txt"};
   int i = 0;
   for (const char* f : files) {
-    std::string text = Fixture(f);
+    std::string text = WithoutOriginLines(Fixture(f));
     if (text.back() != '\n') text += '\n';  // bnxt capture lost its final newline
     WriteFile(Path(absl::StrCat("fx", i++)), text);
   }
@@ -149,6 +168,64 @@ TEST_F(EthtoolDirTest, SpecificMlx5Values) {
   EXPECT_EQ(c->NameCount("eth1"), 751u);
   EXPECT_GT(c->MappedCount("eth1"), 10u);
   EXPECT_LT(c->MappedCount("eth1"), 30u);  // per-ring counters are not registered
+}
+
+// The vendors' ethtool -S names give the canonical families with the dumps' values.
+TEST_F(EthtoolDirTest, VendorDumpsGiveTheCanonicalFamilies) {
+  WriteFile(Path("bnxt0"), WithoutOriginLines(Fixture("../vendors/bnxt_en_ethtool_S.txt")));
+  WriteFile(Path("enp132s0"), WithoutOriginLines(Fixture("../vendors/ionic_ethtool_S.txt")));
+  WriteFile(Path("ice0"), WithoutOriginLines(Fixture("../vendors/ice_ethtool_S.txt")));
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  ASSERT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+  auto value = [&](const std::string& family,
+                   std::vector<std::pair<std::string, std::string>> want) {
+    auto s = FindSeries(store_, family, want);
+    return s ? s->state.total : -1.0;
+  };
+  auto raw_name = [&](const std::string& family,
+                      std::vector<std::pair<std::string, std::string>> want) {
+    auto s = FindSeries(store_, family, want);
+    return s ? s->key->name : std::string("(none)");
+  };
+  // bnxt_en: PFC frames, pause time (us -> s) and transitions per priority, discards, FEC.
+  for (int p = 0; p < 8; ++p) {
+    const std::string prio = absl::StrCat(p);
+    EXPECT_EQ(raw_name("fabricscope_pfc_pause_frames_total",
+                       {{"netdev", "bnxt0"}, {"priority", prio}, {"direction", "rx"}}),
+              absl::StrCat("rx_pfc_ena_frames_pri", p));
+    EXPECT_EQ(raw_name("fabricscope_pfc_pause_seconds_total",
+                       {{"netdev", "bnxt0"}, {"priority", prio}, {"direction", "tx"}}),
+              absl::StrCat("pfc_pri", p, "_tx_duration_us"));
+    EXPECT_EQ(raw_name("fabricscope_pfc_pause_transitions_total",
+                       {{"netdev", "bnxt0"}, {"priority", prio}, {"direction", "rx"}}),
+              absl::StrCat("pfc_pri", p, "_rx_transitions"));
+  }
+  EXPECT_EQ(
+      value("fabricscope_discards_total", {{"netdev", "bnxt0"}, {"reason", "rx_stat_discard"}}),
+      49337);
+  EXPECT_EQ(value("fabricscope_rx_buffer_passed_threshold_total", {{"netdev", "bnxt0"}}), 417);
+  EXPECT_EQ(raw_name("fabricscope_fec_corrected_blocks_total", {{"netdev", "bnxt0"}}),
+            "rx_fec_corrected_blocks");
+  // ionic: pause time per priority; frames only for all priorities together.
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_seconds_total",
+                     {{"netdev", "enp132s0"}, {"priority", "3"}, {"direction", "rx"}}),
+            "rx_pripause_3_1us_count");
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_frames_total",
+                     {{"netdev", "enp132s0"}, {"priority", "all"}, {"direction", "tx"}}),
+            "frames_tx_pripause");
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_frames_total",
+                     {{"netdev", "enp132s0"}, {"priority", "3"}, {"direction", "tx"}}),
+            "(none)");
+  // ice: XOFF frames and XON (transitions) per priority, no pause time.
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_frames_total",
+                     {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "rx"}}),
+            "rx_priority_3_xoff.nic");
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_transitions_total",
+                     {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}}),
+            "tx_priority_3_xon.nic");
+  EXPECT_EQ(raw_name("fabricscope_pfc_pause_seconds_total", {{"netdev", "ice0"}}), "(none)");
 }
 
 TEST_F(EthtoolDirTest, ValuesMoveAndPfcEnableAddsNames) {

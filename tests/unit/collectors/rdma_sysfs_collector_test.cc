@@ -15,6 +15,7 @@
 #include "collectors/collector.h"
 #include "core/clock.h"
 #include "core/metrics.h"
+#include "core/signals.h"
 #include "daemon/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -497,6 +498,146 @@ TEST(RdmaSysfsThreadsTest, ConcurrentTiersAndHotPlug) {
   scheduler.Stop();
   EXPECT_TRUE(ok);
   EXPECT_GT(scheduler.ticks(Tier::kHot), 10u);
+}
+
+// --- Vendor trees (tests/fixtures/vendors/sysfs: bnxt_re, ionic, irdma).
+
+class RdmaSysfsVendorTest : public RdmaSysfsTest {
+ protected:
+  // The vendor tree as it is (read only).
+  void MakeFixture() { Make(SourceDir() + "/tests/fixtures/vendors/sysfs/root"); }
+  // A copy of one device of the vendor tree (mutable).
+  void MakeCopy(const std::string& dev) {
+    char tmpl[] = "/tmp/rdma_sysfs_vendor.XXXXXX";
+    tmp_ = mkdtemp(tmpl);
+    fs::create_directories(tmp_ + "/devices");
+    fs::create_directories(tmp_ + "/root/class/infiniband");
+    fs::copy(SourceDir() + "/tests/fixtures/vendors/sysfs/devices/" + dev, tmp_ + "/devices/" + dev,
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::create_directory_symlink("../../../devices/" + dev, tmp_ + "/root/class/infiniband/" + dev);
+    Make(tmp_ + "/root");
+  }
+  ~RdmaSysfsVendorTest() override {
+    if (!tmp_.empty()) fs::remove_all(tmp_);
+  }
+  void SetCounter(const std::string& dev, const std::string& name, const std::string& v) {
+    WriteFile(tmp_ + "/devices/" + dev + "/ports/1/hw_counters/" + name, v);
+  }
+  std::string tmp_;
+};
+
+TEST_F(RdmaSysfsVendorTest, DriverFirmwareAndCanonicalFamilies) {
+  MakeFixture();
+  PollAll();
+  struct Want {
+    const char* dev;
+    const char* driver;
+    const char* fw;
+  } want[] = {{"bnxt_re0", "bnxt_re", "220.0.59.0"},
+              {"bnxt_re1", "bnxt_re", "220.0.59.0"},
+              {"rocep132s0", "ionic", ""},
+              {"ionic_1", "ionic", ""},
+              {"irdma0", "irdma", ""},
+              {"irdma1", "irdma", ""}};
+  for (const Want& w : want) {
+    const PortInfo* p = FindPort(w.dev, 1);
+    ASSERT_NE(p, nullptr) << w.dev;
+    EXPECT_EQ(p->driver, w.driver) << w.dev;
+    EXPECT_EQ(p->fw_ver, w.fw) << w.dev;
+  }
+  // bnxt_re upstream: bytes from hw_counters (64-bit), not the empty counters/ files.
+  auto rx = Get("hw_counters", "rx_bytes", "bnxt_re0", 1, "bnxt0");
+  ASSERT_TRUE(rx.has_value());
+  EXPECT_EQ(rx->signal->family->name, "fabricscope_port_bytes_total");
+  EXPECT_DOUBLE_EQ(rx->state.total, 7521781137064.0);
+  EXPECT_FALSE(Get("counters", "port_rcv_data", "bnxt_re0", 1, "bnxt0").has_value());
+  auto to = Get("hw_counters", "to_retransmits", "bnxt_re0", 1, "bnxt0");
+  ASSERT_TRUE(to.has_value());
+  EXPECT_EQ(to->signal->Label("counter"), "local_ack_timeout_err");
+  EXPECT_EQ(to->signal->semantics.kind, CounterKind::kCounter64);
+  EXPECT_FALSE(Get("hw_counters", "active_qps", "bnxt_re0", 1, "bnxt0").has_value());
+  // bnxt_re out-of-tree: mlx5 names, rp_cnp_ignored (always 0) not collected.
+  EXPECT_EQ(Get("hw_counters", "np_cnp_sent", "bnxt_re1", 1, "bnxt1")->signal->family->name,
+            "fabricscope_cnp_sent_total");
+  EXPECT_FALSE(Get("hw_counters", "rp_cnp_ignored", "bnxt_re1", 1, "bnxt1").has_value());
+  // ionic: the capture's values (ionic_1), the firmware's typo.
+  auto ucast = Get("hw_counters", "tx_rdma_ucast_bytes", "ionic_1", 1, "enp132s0v0");
+  ASSERT_TRUE(ucast.has_value());
+  EXPECT_EQ(ucast->signal->family->name, "fabricscope_port_bytes_total");
+  EXPECT_EQ(ucast->state.last_raw, 3489656928u);
+  EXPECT_EQ(Get("hw_counters", "resp_rx_outouf_seq", "rocep132s0", 1, "enp132s0")
+                ->signal->Label("counter"),
+            "out_of_sequence");
+  // irdma: a name with spaces.
+  auto oos = Get("hw_counters", "Rcvd Out of order packets", "irdma0", 1, "ens6");
+  ASSERT_TRUE(oos.has_value());
+  EXPECT_EQ(oos->signal->Label("counter"), "out_of_sequence");
+  EXPECT_EQ(Get("hw_counters", "tcpRetransSegs", "irdma1", 1, "ens801f0")->signal->Label("counter"),
+            "RetransSegs");
+}
+
+// The vendors' names for the hot signals (ECN, CNP, out-of-buffer, retransmits) are
+// read on the hot tier like mlx5's; the rest on the medium tier.
+TEST_F(RdmaSysfsVendorTest, VendorNamesOfHotSignalsAreHot) {
+  MakeFixture();
+  Poll(Tier::kHot);
+  auto sampled = [&](const char* dev, const char* netdev, const char* name) {
+    auto s = Get("hw_counters", name, dev, 1, netdev);
+    EXPECT_TRUE(s.has_value()) << dev << " " << name;
+    return s.has_value() && s->state.has_value;
+  };
+  for (const char* name : {"rx_rdma_ecn_pkts", "tx_rdma_cnp_pkts", "resp_rx_outouf_seq",
+                           "req_rx_pkt_seq_err", "resp_rx_outof_buf"}) {
+    EXPECT_TRUE(sampled("ionic_1", "enp132s0v0", name)) << name;
+  }
+  for (const char* name : {"rx_ecn_marked_pkts", "to_retransmits", "oos_drop_count"}) {
+    EXPECT_TRUE(sampled("bnxt_re0", "bnxt0", name)) << name;
+  }
+  EXPECT_TRUE(sampled("irdma0", "ens6", "Rcvd Out of order packets"));
+  EXPECT_FALSE(sampled("ionic_1", "enp132s0v0", "req_rx_cqe_err"));
+  EXPECT_FALSE(sampled("bnxt_re0", "bnxt0", "rx_bytes"));
+}
+
+// Empty (or EINVAL) IB counters/ files: one `unsupported` per port at discovery, then
+// nothing: no error storm.
+TEST_F(RdmaSysfsVendorTest, EmptyIbCountersAreReportedOncePerPort) {
+  MakeFixture();
+  int unsupported = 0;
+  for (const auto& [code, key] : discover_errors_) {
+    EXPECT_EQ(code, CollectorErrorCode::kUnsupported) << key;
+    ++unsupported;
+  }
+  EXPECT_EQ(unsupported, 4);  // bnxt_re0, bnxt_re1, rocep132s0, ionic_1
+  for (int i = 0; i < 3; ++i) {
+    for (Tier t : {Tier::kHot, Tier::kMedium, Tier::kSlow, Tier::kConfig}) {
+      TestPollContext c = Poll(t);
+      EXPECT_TRUE(c.errors.empty()) << TierName(t);
+    }
+  }
+}
+
+// ionic's 0xFFFFFFFFFFFFFFFF is "invalid": no sample, counted as parse, polling goes on.
+TEST_F(RdmaSysfsVendorTest, AllOnesIsBlindNotData) {
+  MakeCopy("ionic_1");
+  PollAll();
+  auto before = Get("hw_counters", "rx_rdma_ecn_pkts", "ionic_1", 1, "enp132s0v0");
+  ASSERT_TRUE(before.has_value());
+  const uint64_t raw = before->state.last_raw;
+  SetCounter("ionic_1", "rx_rdma_ecn_pkts", "18446744073709551615\n");
+  int parse = 0;
+  for (Tier t : {Tier::kHot, Tier::kMedium}) parse += Poll(t).Count(CollectorErrorCode::kParse);
+  EXPECT_EQ(parse, 1);
+  auto after = Get("hw_counters", "rx_rdma_ecn_pkts", "ionic_1", 1, "enp132s0v0");
+  EXPECT_EQ(after->state.last_raw, raw);
+  EXPECT_EQ(after->state.resets, 0u);
+  // A valid value again is a sample again.
+  SetCounter("ionic_1", "rx_rdma_ecn_pkts", std::to_string(raw + 5) + "\n");
+  for (Tier t : {Tier::kHot, Tier::kMedium}) Poll(t);
+  after = Get("hw_counters", "rx_rdma_ecn_pkts", "ionic_1", 1, "enp132s0v0");
+  EXPECT_EQ(after->state.last_raw, raw + 5);
+  // On mlx5 (no marker) all-ones is a value.
+  EXPECT_FALSE(
+      MapCounter({"hw_counters", "np_cnp_sent", "mlx5_0", 1, ""}, "mlx5")->all_ones_invalid);
 }
 
 }  // namespace
