@@ -2,7 +2,11 @@
 // are world-readable, rtnetlink link stats, dcbnl gets and the ethtool
 // GSTATS ioctl / genetlink gets work for any user — so the daemon refuses to
 // start as root unless --allow-root, or switches to --user once its listeners
-// are bound (ports below 1024 stay usable).
+// are bound (ports below 1024 stay usable). Two opt-ins of the rdma_netlink
+// collector need CAP_NET_ADMIN (--rdma-enable-optional-counters,
+// --rdma-per-process: the kernel checks it on RDMA netlink STAT_SET); without
+// it they are refused by the kernel and counted once as permission_denied,
+// everything else runs unprivileged.
 //
 // Not thread-safe: call from main before Run(). glibc applies setuid/setgid/
 // setgroups to every thread of the process, so threads started by Init (the
