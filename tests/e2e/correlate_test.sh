@@ -5,7 +5,8 @@
 # decode-step spans; during some of them it injects a PFC pause burst
 # (rx_prio3_pause_duration grows by ~80% of wall time on fsroce1), during
 # others nothing. Both ports' 32-bit PMA port_xmit_wait sits saturated. It
-# pushes the spans with `fabricscope push` and checks that
+# pushes the spans with `fabricscope push` (the first burst's decode step over
+# OTLP from the real OpenTelemetry JS SDK instead) and checks that
 # `fabricscope correlate --output json` says fabric for exactly the burst
 # spans, naming fsroce1 and priority 3, and clean for the rest, each listing
 # the saturated counters as blind (text and JSON); that a span
@@ -22,6 +23,7 @@ source "$(dirname "$0")/lib.sh"
 
 CLI="$BIN/fabricscope"
 [ -x "$CLI" ] || fail "no CLI at $CLI"
+otel_npm_modules
 command -v jq >/dev/null || fail "jq is required"
 command -v prometheus >/dev/null || fail "prometheus not installed (deploy/bootstrap.sh)"
 
@@ -137,7 +139,7 @@ quiet() { sleep "$1"; }
 # 1: quiet.  2: burst on fsroce1.  3: quiet.  4: burst, hinted to mlx5_0 (the
 # quiet port) -> clean.  5: burst on fsroce1, a kv_transfer.  6: quiet.
 t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
-t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); OTLP_T0=$t0 OTLP_T1=$t1; sleep 0.6
 t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
 t0=$(now_ns); burst fsroce1 1; t1=$(now_ns)
 span decode_step "$t0" "$t1" '{"rdma.device":"mlx5_0","rdma.port":"1"}'; sleep 0.6
@@ -149,6 +151,14 @@ sleep 0.5
   cat "$WORK/push.out" >&2
   fail "fabricscope push failed"
 }
+# Span 2 (the decode step stalled by the burst) comes over OTLP from the real
+# OpenTelemetry SDK, as from an instrumented inference server: its trace id is
+# the one the exemplar checks below look for.
+timeout 60 node "$SRC/tests/e2e/otel/export_span.js" "$GRPC_ADDR" decode_step "$OTLP_T0" "$OTLP_T1" \
+  >"$WORK/otlp_span.json" 2>"$WORK/otlp_span.err" ||
+  fail "OTLP export of the stalled span failed: $(cat "$WORK/otlp_span.json" "$WORK/otlp_span.err")"
+OTLP_TRACE=$(jq -r .trace_id "$WORK/otlp_span.json")
+[[ "$OTLP_TRACE" =~ ^[0-9a-f]{32}$ ]] || fail "export_span.js printed no trace id: $(cat "$WORK/otlp_span.json")"
 
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m --all --output=json >"$WORK/corr.json" ||
   fail "fabricscope correlate failed"
@@ -326,7 +336,8 @@ grep -q 'scope: NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1' "$WORK/gpu.txt" |
 # (Last: its polling must not push the bursts above out of `series --since=30s`.)
 # OpenMetrics: the stall counter carries the fabric stall's trace id.
 FABRIC_TRACE=$(jq -r '.spans[] | select(.verdict == "fabric" and .stall) | .trace_id' "$WORK/corr.json")
-[ -n "$FABRIC_TRACE" ] || fail "no fabric stall in $(cat "$WORK/corr.json")"
+[ "$FABRIC_TRACE" = "$OTLP_TRACE" ] ||
+  fail "the fabric stall is '$FABRIC_TRACE', not the span exported over OTLP ($OTLP_TRACE)"
 curl -sf --max-time 5 -H 'Accept: application/openmetrics-text;version=1.0.0' \
   -D "$WORK/om.headers" "http://$METRICS_ADDR/metrics" >"$WORK/om" || fail "OpenMetrics scrape failed"
 grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$WORK/om.headers" ||

@@ -21,7 +21,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/fault_lib.sh"
 
-npm_modules
+otel_npm_modules
 cp -a "$SRC/tests/fixtures/sysfs" "$WORK/sysfs"
 unprivileged_daemon
 HOT_MS=25

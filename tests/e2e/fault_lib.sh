@@ -131,27 +131,6 @@ grpc_address() {
   fail "daemon did not log its gRPC address"
 }
 
-# npm_modules: the npm install of tests/e2e/otel (@grpc/grpc-js,
-# @grpc/proto-loader come with the OTLP exporter), shared with
-# otlp_ingest_test.sh under the build directory; sets NODE_PATH.
-npm_modules() {
-  command -v node >/dev/null || fail "node is not installed (deploy/bootstrap.sh installs Node.js)"
-  local dir="$BIN/otel-e2e"
-  mkdir -p "$dir"
-  if ! cmp -s "$SRC/tests/e2e/otel/package.json" "$dir/package.json" ||
-     [ ! -d "$dir/node_modules/@grpc/proto-loader" ]; then
-    cp "$SRC/tests/e2e/otel/package.json" "$dir/package.json"
-    rm -rf "$dir/node_modules" "$dir/package-lock.json"
-    if ! (cd "$dir" && timeout 240 npm install --no-audit --no-fund --loglevel=error \
-          >"$WORK/npm.log" 2>&1); then
-      rm -f "$dir/package.json"
-      tail -n 30 "$WORK/npm.log" >&2
-      fail "npm install of tests/e2e/otel failed (is the npm registry reachable?)"
-    fi
-  fi
-  export NODE_PATH="$dir/node_modules"
-}
-
 # fault_stop_daemon WHAT: SIGTERM; the daemon must exit 0. Exiting within the
 # 2 s bound (README, lib.sh stop_daemon) is a known_bug check: after some
 # faults it takes longer (more under load or ASan); then it gets 60 s more.

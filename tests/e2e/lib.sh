@@ -50,6 +50,35 @@ fail() {
   exit 1
 }
 
+# otel_npm_modules: the npm install of tests/e2e/otel/package.json (the real
+# OpenTelemetry JS SDK; @grpc/grpc-js and @grpc/proto-loader come with its
+# OTLP exporter), cached under the build directory and reinstalled only when
+# package.json changes; exports NODE_PATH. Several tests need it and ctest runs
+# them in parallel: the install is serialised with flock.
+otel_npm_modules() {
+  command -v node >/dev/null || fail "node is not installed (deploy/bootstrap.sh installs Node.js)"
+  command -v npm >/dev/null || fail "npm is not installed (deploy/bootstrap.sh installs Node.js)"
+  local dir="$BIN/otel-e2e" rc=0
+  mkdir -p "$dir"
+  (
+    flock -w 300 9 || { echo "timed out waiting for another test's npm install" >&2; exit 1; }
+    if ! cmp -s "$SRC/tests/e2e/otel/package.json" "$dir/package.json" ||
+       [ ! -d "$dir/node_modules/@opentelemetry/exporter-trace-otlp-grpc" ] ||
+       [ ! -d "$dir/node_modules/@grpc/proto-loader" ]; then
+      cp "$SRC/tests/e2e/otel/package.json" "$dir/package.json"
+      rm -rf "$dir/node_modules" "$dir/package-lock.json"
+      if ! (cd "$dir" && timeout 240 npm install --no-audit --no-fund --loglevel=error \
+            >"$WORK/npm.log" 2>&1); then
+        rm -f "$dir/package.json"  # retry the install next time
+        tail -n 30 "$WORK/npm.log" >&2
+        exit 1
+      fi
+    fi
+  ) 9>"$dir.lock" || rc=$?
+  [ "$rc" -eq 0 ] || fail "npm install of tests/e2e/otel failed (is the npm registry reachable?)"
+  export NODE_PATH="$dir/node_modules"
+}
+
 # start_daemon ARGS...: starts fabricscoped with metrics on a free loopback
 # port; sets DAEMON_PID and METRICS_ADDR.
 start_daemon() {

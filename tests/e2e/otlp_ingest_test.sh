@@ -6,28 +6,9 @@
 # /metrics must count exactly what was sent, by protocol and result.
 source "$(dirname "$0")/lib.sh"
 
-command -v node >/dev/null || fail "node is not installed (deploy/bootstrap.sh installs Node.js)"
-command -v npm >/dev/null || fail "npm is not installed (deploy/bootstrap.sh installs Node.js)"
 CLI="$BIN/fabricscope"
 [ -x "$CLI" ] || fail "$CLI not built"
-
-# npm install, cached under the build directory: reinstalled only when
-# package.json changes.
-NPM_DIR="$BIN/otel-e2e"
-mkdir -p "$NPM_DIR"
-if ! cmp -s "$SRC/tests/e2e/otel/package.json" "$NPM_DIR/package.json" ||
-   [ ! -d "$NPM_DIR/node_modules/@opentelemetry/exporter-trace-otlp-grpc" ]; then
-  cp "$SRC/tests/e2e/otel/package.json" "$NPM_DIR/package.json"
-  rm -rf "$NPM_DIR/node_modules" "$NPM_DIR/package-lock.json"
-  if ! (cd "$NPM_DIR" && timeout 240 npm install --no-audit --no-fund --loglevel=error \
-        >"$WORK/npm.log" 2>&1); then
-    rm -f "$NPM_DIR/package.json"  # retry the install next time
-    echo "--- npm install output ---" >&2
-    tail -n 30 "$WORK/npm.log" >&2
-    fail "npm install of the OpenTelemetry JS SDK failed (is the npm registry reachable?)"
-  fi
-fi
-cp "$SRC/tests/e2e/otel/export_spans.js" "$NPM_DIR/export_spans.js"
+otel_npm_modules
 
 mkdir -p "$WORK/sys"
 start_daemon --sysfs-root="$WORK/sys" --max-span-age=1h
@@ -42,7 +23,7 @@ case "$GRPC_ADDR" in *:0) fail "daemon logged port 0 instead of the bound port: 
 
 # 1. OTLP/gRPC from the real SDK: 1200 valid spans (3 batches of 512 max) + 5 invalid.
 VALID=1200
-timeout 120 node "$NPM_DIR/export_spans.js" "$GRPC_ADDR" "$VALID" >"$WORK/node.out" 2>"$WORK/node.err" ||
+timeout 120 node "$SRC/tests/e2e/otel/export_spans.js" "$GRPC_ADDR" "$VALID" >"$WORK/node.out" 2>"$WORK/node.err" ||
   fail "OTel SDK export failed: $(cat "$WORK/node.out" "$WORK/node.err")"
 grep -q '"exportFailures":0' "$WORK/node.out" || fail "SDK reported failures: $(cat "$WORK/node.out")"
 # The SDK logs the daemon's partial_success (5 rejected spans) as a warning.
