@@ -20,10 +20,14 @@ TEST(TimeBlockTest, RoundTripsJitterStepsAndExtremes) {
   std::mt19937_64 rng(3);
   int64_t ts = kT;
   for (int i = 0; i < 3000; ++i) {
-    ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
-    if (i == 1000) ts -= 5'000 * kMs;   // a realtime clock step back
-    if (i == 2000) ts = INT64_MAX - 7;  // absurd values still round-trip
-    if (i == 2001) ts = INT64_MIN + 3;
+    if (i == 2000) {
+      ts = INT64_MAX - 7;  // absurd values still round-trip
+    } else if (i == 2001) {
+      ts = INT64_MIN + 3;
+    } else {
+      ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
+      if (i == 1000) ts -= 5'000 * kMs;  // a realtime clock step back
+    }
     while (!b.Add(ts)) {
       ASSERT_TRUE(b.CanGrow());
       b.Grow();
