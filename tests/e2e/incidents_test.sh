@@ -79,7 +79,18 @@ fi
 jq -e '[.events[] | select(.detector == "pfc_storm" and .kind == "storm" and .netdev == "eth2"
     and .direction == "rx" and .priority == "3")] | length == 1' "$WORK/analysis.json" >/dev/null ||
   fail "analysis of the recording lacks the storm: $(jq -c .events "$WORK/analysis.json")"
-[ "$(jq '.spans | length' "$WORK/analysis.json")" -gt 0 ] || fail "the recording holds no spans (analyze --all)"
+# Spans in the window are the simulator's: under a sanitizer's slower run the
+# 4 s window can hold none, so the check is that analyze lists spans exactly
+# when the recording holds some, and never more than it holds.
+in_file=$(grep -c '^{"span":' "$file" || true)
+listed=$(jq '.spans | length' "$WORK/analysis.json")
+if [ "$in_file" -gt 0 ]; then
+  [ "$listed" -gt 0 ] && [ "$listed" -le "$in_file" ] ||
+    fail "analyze --all lists $listed spans of the recording's $in_file"
+else
+  [ "$listed" = 0 ] || fail "analyze --all lists $listed spans; the recording holds none"
+  echo "note: the recording's window held no spans (slow run)"
+fi
 # Only eth2's series; samples from 2 s before the storm began to 2 s after it ended.
 grep -q '"netdev":"eth3"' "$file" && fail "the eth2 recording holds eth3 samples"
 python3 - "$file" <<'EOF' || fail "recording window"
