@@ -156,7 +156,7 @@ class PrometheusExporter {
   std::optional<TlsOptions> tls_;         // what server_ runs with
   mutable std::mutex exemplars_mu_;
   std::shared_ptr<const ExemplarFn> exemplars_;  // guarded by exemplars_mu_; may be null
-  std::unique_ptr<HttpServer> server_;    // last: stopped before the rest goes
+  std::unique_ptr<HttpServer> server_;           // last: stopped before the rest goes
 };
 
 }  // namespace fabricscope
