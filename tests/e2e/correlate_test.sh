@@ -71,7 +71,7 @@ start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,et
   --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
   --stall-thresholds=decode_step=300ms --max-span-names=10
 GRPC_ADDR=""
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
   [ -n "$GRPC_ADDR" ] && break
   sleep 0.1
@@ -99,7 +99,7 @@ PIDS+=("$PROM_PID")
 API="http://127.0.0.1:$PROM_PORT/api/v1"
 
 # Wait until both pause series are polled.
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   scrape >"$WORK/m" 2>/dev/null || true
   [ "$(grep -c '^fabricscope_pfc_pause_seconds_total{netdev="fsroce[01]",priority="3",direction="rx"}' "$WORK/m")" = 2 ] && break
   sleep 0.1
@@ -259,7 +259,7 @@ rc=0
 # Span aggregates (the worker correlates each span once its window was polled).
 want_metric() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     scrape >"$WORK/m" 2>/dev/null || true
     got=$(metric_value "$1" "$WORK/m")
     [ "$got" = "$2" ] && return 0
@@ -319,7 +319,7 @@ span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"0000:84:00.0"}'
 span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"7"}'
 sleep 0.6
 "$CLI" push --server="$GRPC_ADDR" <"$SPANS" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   "$CLI" correlate --server="$GRPC_ADDR" --since=1m --name=gpu_step --all --output=json >"$WORK/gpu.json" || true
   [ "$(jq '.spans | length' "$WORK/gpu.json" 2>/dev/null)" = 2 ] && break
   sleep 0.1
@@ -355,7 +355,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Accept: applicati
 # Prometheus: the exemplar through its API; the target healthy.
 from=$(($(date +%s) - 120))
 got=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   kill -0 "$PROM_PID" 2>/dev/null || { tail -n 20 "$WORK/prometheus.log" >&2; fail "prometheus exited"; }
   got=$(curl -sf --max-time 5 --data-urlencode 'query=fabricscope_stalls_total{verdict="fabric"}' \
     --data-urlencode "start=$from" --data-urlencode "end=$(($(date +%s) + 10))" \

@@ -94,7 +94,7 @@ start_daemon --sysfs-root="$FIXTURE_ROOT" --ethtool-dir="$ETHTOOL" \
 # two ticks: every collector has polled twice, so every counter has a rate and
 # a peak, and the once-only errors (unsupported, not_found) have been counted.
 ready=0
-for _ in $(seq 1 300); do
+for _ in $(seq 1 $(tries 300)); do
   if scrape >"$WORK/scrape" 2>/dev/null; then
     ready=1
     for tier in hot medium slow config; do

@@ -46,7 +46,7 @@ grep -q '^fabricscope_start_time_seconds [0-9.e+]*$' "$WORK/m1" || fail "no star
 # A valid reload.
 printf 'log-level = debug\nsysfs-root = %s\n' "$WORK/sys" >"$WORK/good.conf"
 kill -HUP "$DAEMON_PID"
-for _ in $(seq 1 50); do grep -q 'msg="config reloaded"' "$WORK/daemon.log" && break; sleep 0.1; done
+for _ in $(seq 1 $(tries 50)); do grep -q 'msg="config reloaded"' "$WORK/daemon.log" && break; sleep 0.1; done
 grep -q 'msg="config reloaded"' "$WORK/daemon.log" || fail "no reload logged"
 scrape >"$WORK/m2"
 [ "$(metric_value 'fabricscope_config_reloads_total{result="success"}' "$WORK/m2")" = "1" ] || fail "reload success not counted"
@@ -54,7 +54,7 @@ scrape >"$WORK/m2"
 # An invalid reload keeps the daemon running on the old config.
 printf 'log-level = shouting\n' >"$WORK/good.conf"
 kill -HUP "$DAEMON_PID"
-for _ in $(seq 1 50); do grep -q 'msg="config reload failed' "$WORK/daemon.log" && break; sleep 0.1; done
+for _ in $(seq 1 $(tries 50)); do grep -q 'msg="config reload failed' "$WORK/daemon.log" && break; sleep 0.1; done
 grep -q 'msg="config reload failed' "$WORK/daemon.log" || fail "failed reload not logged"
 grep 'config reload failed' "$WORK/daemon.log" | grep -q "log-level" || fail "reload error does not name the key"
 scrape >"$WORK/m3" || fail "daemon died after a bad reload"

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 start_demo
 # The first scrape once the ethtool series exist (their first reading is the
 # baseline; the storm starts 1.0 s into the simulation).
-for _ in $(seq 1 30); do
+for _ in $(seq 1 $(tries 30)); do
   scrape >"$WORK/m1" || fail "first scrape failed"
   grep -q '^fabricscope_pfc_pause_seconds_total{netdev="eth2"' "$WORK/m1" && break
   sleep 0.05
@@ -82,7 +82,7 @@ fi
 
 # SIGTERM: the daemon exits 0 within 2 s; the simulator and its tree follow.
 stop_daemon
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   alive=0
   for p in $SIM_PIDS; do kill -0 "$p" 2>/dev/null && alive=1; done
   [ "$alive" = 0 ] && [ ! -d "$DEMO_DIR" ] && break

@@ -68,7 +68,7 @@ cat "$WORK/panels.out"
 
 # Rules: every rule evaluated (1 s interval) without error.
 rc=1
-for _ in $(seq 1 10); do
+for _ in $(seq 1 $(tries 10)); do
   rc=0
   python3 "$CHECK" "$API" - rules >"$WORK/rules.out" 2>&1 || rc=$?
   [ "$rc" -eq 2 ] && { cat "$WORK/rules.out" >&2; fail "a rule failed"; }
@@ -81,7 +81,7 @@ cat "$WORK/rules.out"
 # The alerts work on the daemon's real series: the scenario's PFC storm on
 # eth2 priority 3 rx (1.0-1.6 s) fires FabricPFCStorm (detector source).
 firing=""
-for _ in $(seq 1 20); do
+for _ in $(seq 1 $(tries 20)); do
   firing=$(curl -sf --max-time 5 "$API/alerts" | python3 -c 'import json,sys
 for a in json.load(sys.stdin)["data"]["alerts"]:
     l = a["labels"]

@@ -47,7 +47,7 @@ run_as() {
   local pid=$!
   PIDS+=("$pid")
   local ok=0
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $(tries 50)); do
     kill -0 "$pid" 2>/dev/null || { cat "$WORK/$name.log" >&2; fail "$name: daemon exited"; }
     if ip netns exec "$NS" curl -sf --max-time 2 http://127.0.0.1:19478/metrics >"$WORK/$name.metrics" 2>/dev/null &&
       grep -q '^fabricscope_netdev_packets_total{netdev="fsva"' "$WORK/$name.metrics" &&

@@ -65,14 +65,14 @@ quiet_events=$(jq '.events | length' "$WORK/quiet.json")
 # --- 2. live daemon on the simulator -----------------------------------------------
 start_demo --demo-scenario=pfc_storm
 # Ready once every tier ticked (the config tier ticks at start).
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS_ADDR/readyz")" = 200 ] && break
   sleep 0.1
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$METRICS_ADDR/readyz")" = 200 ] || fail "/readyz not 200"
 [ "$(curl -s "http://$METRICS_ADDR/healthz")" = ok ] || fail "/healthz not ok"
 # The rx storm runs 1.0-1.6 s into the simulation; poll until it is over.
-for _ in $(seq 1 60); do
+for _ in $(seq 1 $(tries 60)); do
   "$CLI" --server="127.0.0.1:$GRPC_PORT" --output=json events --since=1m --detector=pfc_storm \
     >"$WORK/events.json" 2>/dev/null || true
   jq -e '[.[] | select(.kind=="storm" and .netdev=="eth2" and .direction=="rx" and .end_unix_nano != null)] | length >= 1' \
@@ -114,7 +114,7 @@ wait "$DAEMON_PID" || true
 # --- 4. replay ---------------------------------------------------------------------------
 : >"$WORK/daemon.log"
 start_daemon --replay="$WORK/rec.jsonl" --replay-speed=max
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   grep -q 'msg="replay finished"' "$WORK/daemon.log" && break
   sleep 0.1
 done

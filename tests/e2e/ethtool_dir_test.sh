@@ -53,7 +53,7 @@ same_number() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m
 # wait_value NAME WANT: polls /metrics (bounded, 10 s) until NAME has value WANT.
 wait_value() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     scrape >"$WORK/m" 2>/dev/null || true
     got=$(value "$1" "$WORK/m")
     [ -n "$got" ] && same_number "$got" "$2" && return 0
@@ -63,7 +63,7 @@ wait_value() {
 }
 # wait_absent NAME: until no line for NAME is exported.
 wait_absent() {
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     scrape >"$WORK/m" 2>/dev/null || true
     grep -qF "$1 " "$WORK/m" || return 0
     sleep 0.1
@@ -112,7 +112,7 @@ wait_value "$P3DUR" 4
 
 # A truncated, non-atomic write: parse error counted, last good value kept.
 printf '     rx_discards_phy: 1' >"$DIR/fsroce0"
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   scrape >"$WORK/m"
   v=$(value "$PARSE" "$WORK/m")
   [ -n "$v" ] && [ "$v" != "0" ] && break
@@ -141,7 +141,7 @@ rm -f "$DIR/fsstorm0" "$DIR/.fsstorm0.tmp"
 gone_ns=$(date +%s%N)
 # Ended once not judged for 5 s (plus up to 1 s until the next sweep); 30 s bound.
 ended=0
-for _ in $(seq 1 300); do
+for _ in $(seq 1 $(tries 300)); do
   scrape >"$WORK/m" 2>/dev/null || true
   if [ "$(value "$STORM" "$WORK/m")" = 0 ]; then ended=1; break; fi
   sleep 0.1

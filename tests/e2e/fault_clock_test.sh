@@ -55,7 +55,7 @@ value() {
 }
 wait_value() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     check_alive "waiting for $1"
     got=$(value "$1")
     [ "$got" = "$2" ] && return 0
@@ -121,7 +121,7 @@ step() {
   before_spans=$(spans_correlated)
   push_span 0 || fail "$what: push of a span in the daemon's timeline: $(cat "$WORK/push.out")"
   local n=0
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     n=$(spans_correlated)
     [ "$n" -gt "$before_spans" ] && break
     sleep 0.1

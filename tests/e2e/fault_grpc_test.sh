@@ -52,7 +52,7 @@ sleep 2
 # recovered WHAT: a push and a query work again within 3 s.
 recovered() {
   local r=""
-  for _ in $(seq 1 10); do
+  for _ in $(seq 1 $(tries 10)); do
     r=$(probe)
     [ "$(json_field "$r" ok)" = "True" ] && break
     sleep 0.3
@@ -70,7 +70,7 @@ stall() {
   "${CLIENT[@]}" stall "$GRPC_ADDR" 1000 30 "$mode" >"$WORK/stall.out" 2>&1 &
   pid=$!
   PIDS+=("$pid")
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     grep -q '"holding"' "$WORK/stall.out" && break
     kill -0 "$pid" 2>/dev/null || fail "stall client died: $(cat "$WORK/stall.out")"
     sleep 0.1
@@ -86,7 +86,7 @@ stall() {
   # stream idle timeout (2 s here) cancels them: then a push works again while
   # the client still holds its connections.
   local ok=0
-  for _ in $(seq 1 20); do
+  for _ in $(seq 1 $(tries 20)); do
     r=$(probe)
     if [ "$(json_field "$r" ok)" = "True" ]; then ok=1; break; fi
     sleep 0.3

@@ -123,7 +123,7 @@ check_polled() {
 # grpc_address: the bound gRPC address from the daemon log (sets GRPC_ADDR).
 grpc_address() {
   GRPC_ADDR=""
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $(tries 50)); do
     GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
     [ -n "$GRPC_ADDR" ] && return 0
     sleep 0.1
@@ -138,12 +138,12 @@ fault_stop_daemon() {
   local t0 t1 rc=0
   t0=$(date +%s%N)
   kill -TERM "$DAEMON_PID"
-  for _ in $(seq 1 20); do
+  for _ in $(seq 1 $(tries 20)); do
     kill -0 "$DAEMON_PID" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$DAEMON_PID" 2>/dev/null; then
-    for _ in $(seq 1 600); do
+    for _ in $(seq 1 $(tries 600)); do
       kill -0 "$DAEMON_PID" 2>/dev/null || break
       sleep 0.1
     done

@@ -34,7 +34,7 @@ fault() {
   "${CLIENT[@]}" "$mode" "$METRICS_ADDR" "$n" 30 >"$WORK/client.out" 2>&1 &
   pid=$!
   PIDS+=("$pid")
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     grep -q '"connected"' "$WORK/client.out" && break
     kill -0 "$pid" 2>/dev/null || fail "$mode client died: $(cat "$WORK/client.out")"
     sleep 0.1
@@ -52,7 +52,7 @@ fault() {
   kill -TERM "$pid"
   wait "$pid" || fail "$mode client failed: $(cat "$WORK/client.out")"
   local ok=0
-  for _ in $(seq 1 20); do
+  for _ in $(seq 1 $(tries 20)); do
     if http_ok /metrics; then ok=1; break; fi
     sleep 0.1
   done

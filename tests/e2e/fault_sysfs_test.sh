@@ -40,7 +40,7 @@ value() {
 # wait_cmp SAMPLE OP WANT: until the sample compares (awk OP) with WANT; 10 s.
 wait_cmp() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     check_alive "waiting for $1"
     got=$(value "$1")
     if [ -n "$got" ] && awk -v a="$got" -v b="$3" "BEGIN { exit !(a + 0 $2 b + 0) }"; then return 0; fi
@@ -149,7 +149,7 @@ for f in "$MLX5_1"/hw_counters/*; do
   printf '0\n' >"$f"
 done
 want_resets=$nonzero
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   scrape >"$WORK/m" || fail "scrape"
   r=$(metric_sum '^fabricscope_series_resets_total\{source="hw_counters",device="mlx5_1"' "$WORK/m")
   [ "$r" -ge "$want_resets" ] && break
@@ -174,7 +174,7 @@ rss_before=$(proc_status_kb VmRSS)
 for cycle in $(seq 1 10); do
   mv "$IB/mlx5_1" "$WORK/mlx5_1.link"
   gone=0
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     if scrape >"$WORK/m" && ! has_line "$OOS1" "$WORK/m"; then gone=1; break; fi
     sleep 0.05
   done

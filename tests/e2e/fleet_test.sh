@@ -40,7 +40,7 @@ FLEET="$WORK/fleet"
   --seed=1 --exit-with-pid=$$ >"$WORK/fabricsim.log" 2>&1 &
 SIM_PID=$!
 PIDS+=("$SIM_PID")
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   [ -f "$FLEET/host-$HOSTS/topology" ] && [ -f "$FLEET/host-$HOSTS/ethtool/ens1f0np0" ] && break
   sleep 0.1
 done
@@ -80,7 +80,7 @@ PIDS+=("$!")
 API="http://127.0.0.1:$PROM_PORT/api/v1"
 
 # Every target up (bounded).
-for _ in $(seq 1 60); do
+for _ in $(seq 1 $(tries 60)); do
   up=$(curl -sf --max-time 2 --data-urlencode 'query=sum(up{job="fabricscope"})' "$API/query" |
     jq -r '.data.result[0].value[1] // 0' 2>/dev/null || echo 0)
   [ "$up" = "$HOSTS" ] && break

@@ -25,7 +25,7 @@ start_demo "${ROOT_ARGS[@]}" --demo-scenario=pfc_storm --incident-dir="$DIR" \
 # 10 s: each recording is due about 2 s after its storm ended. Bounded wait
 # (40 s) for the second.
 file=""
-for _ in $(seq 1 200); do
+for _ in $(seq 1 $(tries 200)); do
   file=$(ls "$DIR"/incident-*-pfc_storm-storm-mlx5_0.1-eth2.jsonl 2>/dev/null | sed -n 2p || true)
   [ -n "$file" ] && break
   kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited"
@@ -116,7 +116,7 @@ echo x >"$WORK/plain-file"
 start_demo "${ROOT_ARGS[@]}" --demo-scenario=pfc_storm --incident-dir="$WORK/plain-file/incidents" \
   --incident-before=1s --incident-after=1s
 v=""
-for _ in $(seq 1 150); do
+for _ in $(seq 1 $(tries 150)); do
   scrape >"$WORK/bad.metrics" 2>/dev/null || true
   v=$(metric_value 'fabricscope_incident_write_errors_total{reason="io"}' "$WORK/bad.metrics")
   [ "${v:-0}" -ge 1 ] 2>/dev/null && break

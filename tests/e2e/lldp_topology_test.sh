@@ -44,7 +44,7 @@ stop_lldpd() {
   local pid=${LLDPD_PID[$1]}
   [ "$pid" -gt 0 ] || return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $(tries 50)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

@@ -16,7 +16,7 @@ TREE="$SRC/tests/fixtures/sysfs/root"
 start_daemon --sysfs-root="$TREE" --collectors=rdma_sysfs \
   --hot-interval=20ms --medium-interval=50ms --slow-interval=100ms --config-interval=200ms
 ready=0
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   if scrape >"$WORK/ours" 2>/dev/null; then
     slow=$(metric_value 'fabricscope_scheduler_ticks_total{tier="slow"}' "$WORK/ours")
     if awk -v s="${slow:-0}" 'BEGIN { exit !(s >= 1) }'; then ready=1; break; fi
@@ -35,7 +35,7 @@ for _ in 1 2 3 4 5; do
     --web.listen-address="127.0.0.1:$port" >"$WORK/ne.log" 2>&1 &
   NE_PID=$!
   PIDS+=("$NE_PID")
-  for _ in $(seq 1 50); do
+  for _ in $(seq 1 $(tries 50)); do
     if curl -sf --max-time 5 "http://127.0.0.1:$port/metrics" >"$WORK/ne" 2>/dev/null; then
       ne_ok=1
       break

@@ -13,7 +13,7 @@ otel_npm_modules
 mkdir -p "$WORK/sys"
 start_daemon --sysfs-root="$WORK/sys" --max-span-age=1h
 GRPC_ADDR=""
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
   [ -n "$GRPC_ADDR" ] && break
   sleep 0.1

@@ -46,7 +46,7 @@ grep -q "no such user 'no-such-user-fs'" "$WORK/nouser.err" || fail "unknown use
   --sysfs-root="$WORK/root" --collectors=rdma_sysfs >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
 DAEMON_PID=$!
 PIDS+=("$DAEMON_PID")
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   grep -q 'msg="switched user"' "$WORK/daemon.log" && break
   kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited: $(cat "$WORK/daemon.log")"
   sleep 0.05
@@ -62,7 +62,7 @@ for t in /proc/"$DAEMON_PID"/task/*; do
   [ "$(awk '/^Uid:/ {print $3}' "$t/status")" = 65534 ] || fail "thread $t still has euid $(awk '/^Uid:/ {print $3}' "$t/status")"
 done
 METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   scrape >"$WORK/m" 2>/dev/null && grep -q '^fabricscope_port_bytes_total{device="mlx5_0"' "$WORK/m" && break
   sleep 0.1
 done

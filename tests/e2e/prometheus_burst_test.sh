@@ -68,7 +68,7 @@ PEAK="fabricscope_peak_rate_per_second{signal=\"ecn_marked_packets\",$SEL}"
 RAW="fabricscope_ecn_marked_packets_total{$SEL}"
 # Wait until Prometheus has scraped a few peak samples.
 got=""
-for _ in $(seq 1 60); do
+for _ in $(seq 1 $(tries 60)); do
   kill -0 "$PROM_PID" 2>/dev/null || { cat "$WORK/prometheus.log" >&2; fail "prometheus exited"; }
   kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited"
   got=$(query "count_over_time($PEAK[30s])")

@@ -25,7 +25,7 @@ start_daemon --sysfs-root="$SRC/tests/fixtures/sysfs/root" --collectors=rdma_sys
 # Wait (bounded) until two slow and two config ticks have completed: every
 # counter file has been read at least once and unsupported files were asked once.
 ready=0
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   if scrape >"$WORK/scrape" 2>/dev/null; then
     slow=$(metric_value 'fabricscope_scheduler_ticks_total{tier="slow"}' "$WORK/scrape")
     cfg=$(metric_value 'fabricscope_scheduler_ticks_total{tier="config"}' "$WORK/scrape")

@@ -30,7 +30,7 @@ value() {
 # wait_value SAMPLE WANT: until the sample equals WANT numerically.
 wait_value() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon died"
     got=$(value "$1")
     if [ -n "$got" ] && awk -v a="$got" -v b="$2" 'BEGIN { exit !(a + 0 == b + 0) }'; then return 0; fi
@@ -41,7 +41,7 @@ wait_value() {
 # wait_more SAMPLE THAN: until the sample is above THAN.
 wait_more() {
   local got=""
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     got=$(value "$1")
     if [ -n "$got" ] && awk -v a="$got" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; then return 0; fi
     sleep 0.1
@@ -112,7 +112,7 @@ nf_before=$(errors not_found)
 counters() { grep -v '^#' "$1" | grep -v '^fabricscope_[a-z_]*_active{'; }
 mv "$IB/mlx5_1" "$WORK/mlx5_1.saved"
 gone=0
-for _ in $(seq 1 100); do
+for _ in $(seq 1 $(tries 100)); do
   if scrape >"$WORK/m" && ! counters "$WORK/m" | grep -q 'device="mlx5_1"'; then gone=1; break; fi
   sleep 0.1
 done

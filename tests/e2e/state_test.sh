@@ -38,7 +38,7 @@ ARGS=(--sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool
   --medium-interval=20ms --slow-interval=200ms --baseline-window=1s --state-dir="$STATE")
 grpc_addr() { sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1; }
 wait_exported() {
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 $(tries 100)); do
     scrape >"$WORK/m" 2>/dev/null || true
     grep -q '^fabricscope_pfc_pause_seconds_total{netdev="fsroce0",priority="3",direction="rx"}' "$WORK/m" && return 0
     sleep 0.1
@@ -63,7 +63,7 @@ for i in 1 2 3; do
     "$((0xabc0 + i))" "$i" "$((storm_start + 100000000))" "$((storm_end - 100000000))"
 done >"$WORK/spans.jsonl"
 "$CLI" --server="$GRPC" push <"$WORK/spans.jsonl" >"$WORK/push.out" 2>&1 || fail "push: $(cat "$WORK/push.out")"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   "$CLI" --server="$GRPC" --output=json events --since=1m --detector=pfc_storm >"$WORK/ev1.json" 2>/dev/null || true
   jq -e '[.[] | select(.kind=="storm" and .netdev=="fsroce0" and .end_unix_nano != null)] | length == 1' \
     "$WORK/ev1.json" >/dev/null 2>&1 && break
@@ -119,7 +119,7 @@ jq -e --argjson first "$first_ts" --argjson n "$before_samples" --argjson stop "
    ([.[0].samples[] | select(.ts_unix_nano > $stop)] | length) > 0' "$WORK/s2.json" >/dev/null ||
   fail "samples from before the restart missing: $(head -c 600 "$WORK/s2.json")"
 # Counters continue: the total counts what moved while the daemon was down.
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   scrape >"$WORK/m3"
   [ "$(metric_value 'fabricscope_rdma_errors_total{device="mlx5_0",port="1",counter="out_of_sequence"}' "$WORK/m3")" = 700 ] && break
   sleep 0.1

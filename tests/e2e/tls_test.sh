@@ -108,7 +108,7 @@ prometheus --config.file=prometheus.yml --storage.tsdb.path=prom-data \
 PROM_PID=$!
 PIDS+=("$PROM_PID")
 targets=""
-for _ in $(seq 1 60); do
+for _ in $(seq 1 $(tries 60)); do
   kill -0 "$PROM_PID" 2>/dev/null || fail "prometheus exited: $(tail -n 5 prometheus.log)"
   targets=$(curl -sf --max-time 3 "http://127.0.0.1:$PROM_PORT/api/v1/targets" 2>/dev/null || true)
   grep -q '"health":"up"' <<<"$targets" && break
@@ -129,7 +129,7 @@ reloads() {
 }
 printf 'tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n  client_auth_typo: x\n' >web.yml
 kill -HUP "$DAEMON_PID"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   grep -q 'web config reload failed' "$WORK/daemon.log" && break
   sleep 0.1
 done
@@ -141,7 +141,7 @@ curl -sf --max-time 5 "${TLS[@]}" -u prometheus:s3cret-pass "$M/metrics" >m2.txt
 printf 'basic_auth_users:\n  scraper: %s\n' "$HASH" >web.yml
 kill -HUP "$DAEMON_PID"
 c=""
-for _ in $(seq 1 50); do
+for _ in $(seq 1 $(tries 50)); do
   c=$(code -u scraper:s3cret-pass "http://$METRICS_ADDR/metrics")
   [ "$c" = 200 ] && break
   sleep 0.1

@@ -35,7 +35,7 @@ T
 
 # wait_for PATTERN: the scrape shows a line matching the extended regex (bounded).
 wait_for() {
-  for _ in $(seq 1 150); do
+  for _ in $(seq 1 $(tries 150)); do
     scrape >"$WORK/scrape" 2>/dev/null && grep -Eq "$1" "$WORK/scrape" && return 0
     sleep 0.1
   done
@@ -43,7 +43,7 @@ wait_for() {
 }
 # wait_gone PATTERN: the scrape no longer shows it (bounded).
 wait_gone() {
-  for _ in $(seq 1 150); do
+  for _ in $(seq 1 $(tries 150)); do
     scrape >"$WORK/scrape" 2>/dev/null && ! grep -Eq "$1" "$WORK/scrape" && return 0
     sleep 0.1
   done
