@@ -94,11 +94,12 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
   struct Owner {
     std::string device;
     uint32_t port = 0;
+    double link_bps = 0;
   };
   absl::flat_hash_map<std::string, Owner> wanted;
   for (const PortInfo& p : ports_->List()) {
     if (!p.present || p.netdev.empty()) continue;
-    wanted.try_emplace(p.netdev, Owner{p.device, p.port});
+    wanted.try_emplace(p.netdev, Owner{p.device, p.port, ParseLinkRateBps(p.rate)});
   }
   absl::StatusOr<std::vector<std::string>> listed = source_->ListNetdevs();
   if (!listed.ok()) {
@@ -127,6 +128,7 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
       dev->netdev = netdev;
       dev->rdma_device = owner.device;
       dev->port = owner.port;
+      dev->link_bps = owner.link_bps;
       dev->reader = source_->Open(netdev);
       devices_.emplace(netdev, std::move(dev));
       continue;
@@ -155,6 +157,11 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
       dev.claimed.clear();
       dev.netlink.clear();
       dev.reader = source_->Open(netdev);
+      dev.resolved = false;
+    }
+    if (dev.link_bps != owner.link_bps) {
+      // The pause-time estimates' scale (and key) follow the link rate.
+      dev.link_bps = owner.link_bps;
       dev.resolved = false;
     }
   }
@@ -236,6 +243,18 @@ void EthtoolCollector::Remap(Device& dev) {
     mapped.push_back({c.index, id});
     ids.push_back(id);
     claimed.insert(set);
+  }
+  // Pause time estimated from XOFF frames where the netdev counts no pause time.
+  for (const auto& [set, c] : winners) {
+    if (c.signal.pause_quanta == 0 || dev.link_bps <= 0) continue;
+    std::optional<SeriesKey> key = PauseEstimateKey(c.key, dev.link_bps);
+    std::optional<Signal> sig = key ? MapCounter(*key) : std::nullopt;
+    if (!sig || winners.contains(LabelSetKey(*sig))) continue;
+    SeriesId id = store_->Register(*key, *sig);
+    if (id == kInvalidSeries) continue;
+    store_->SetPresent(id, true);
+    mapped.push_back({c.index, id});
+    ids.push_back(id);
   }
   std::sort(mapped.begin(), mapped.end(),
             [](const Mapped& a, const Mapped& b) { return a.index < b.index; });

@@ -17,6 +17,13 @@
 //    netdev map to the same label set, the one whose signal rule comes first
 //    wins (rx_global_pause over rx_pause_ctrl_phy, rx_pcs_symbol_err_phy over
 //    rx_symbol_err_phy).
+//  - pause-time estimates: an XOFF frame counter whose signal has
+//    pause_quanta (ice, i40e: no pause-time counter exists) also feeds a
+//    derived series, source "pause_estimate" (core/signals.h, "Pause-time
+//    estimates"), from the same raw value, when the netdev's RDMA port gives
+//    the link rate and no ethtool -S name of the netdev provides that
+//    priority's and direction's pause time. A changed link rate re-resolves
+//    the netdev (the rate is part of the estimate's key).
 //  - ethtool netlink pause and FEC stats (source "ethtool_netlink"): only for
 //    the label sets no `ethtool -S` name provides, and a request the device or
 //    kernel does not support is asked once, counted once (kUnsupported) and
@@ -85,6 +92,7 @@ class EthtoolCollector final : public Collector {
     std::string netdev;
     std::string rdma_device;
     uint32_t port = 0;
+    double link_bps = 0;  // the RDMA port's link rate, 0 when unknown
     std::unique_ptr<EthtoolStatsReader> reader;
     bool listed = true;     // in the last rescan
     bool present = true;    // false after a NotFound, until a read succeeds

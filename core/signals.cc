@@ -1,10 +1,14 @@
 #include "core/signals.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <regex>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -151,7 +155,10 @@ const MetricSpec& kPfcPauseSeconds = DefineMetric(
      .help = "Time paused per priority (rx: this port was paused and did not send; tx: pause "
              "time requested from the peer). mlx5 *_pause_duration, bnxt_en "
              "pfc_priN_*_duration_us, ionic *_pripause_N_1us_count: microseconds scaled to s. "
-             "ice and i40e count no pause time (frames only).",
+             "ice and i40e count no pause time: there it is ESTIMATED from the XOFF frames "
+             "(source pause_estimate: each XOFF frame x 65535 quanta x 512 bit times at the link "
+             "rate; an upper bound, a XON ends a pause early), and only on a netdev whose RDMA "
+             "port gives the link rate.",
      .labels = {"netdev", "priority", "direction"},
      .component = "ethtool"});
 const MetricSpec& kPfcPauseTransitions =
@@ -280,7 +287,13 @@ void AddRules(std::vector<SignalRule>* rules, absl::string_view source,
 enum VendorFlags : unsigned {
   kNoFlags = 0,
   kAllOnesInvalid = 1,  // 0xFFFFFFFFFFFFFFFF is "invalid" (SignalRule::all_ones_invalid)
+  kXoffFullQuanta = 2,  // XOFF frames of 0xFFFF pause quanta (SignalRule::pause_quanta)
 };
+
+// The pause quanta of a standard XOFF frame (IEEE 802.1Qbb / 802.3x: the
+// largest pause time a frame can request), and the bit times per quantum.
+constexpr uint32_t kFullPauseQuanta = 0xFFFF;
+constexpr double kBitTimesPerQuantum = 512;
 
 // Appends `rows` as rules of `source` that belong to `driver`.
 void AddVendorRules(std::vector<SignalRule>* rules, absl::string_view source,
@@ -290,6 +303,7 @@ void AddVendorRules(std::vector<SignalRule>* rules, absl::string_view source,
   for (size_t i = first; i < rules->size(); ++i) {
     (*rules)[i].driver = driver;
     (*rules)[i].all_ones_invalid = (flags & kAllOnesInvalid) != 0;
+    if ((flags & kXoffFullQuanta) != 0) (*rules)[i].pause_quanta = kFullPauseQuanta;
   }
 }
 
@@ -505,16 +519,20 @@ std::vector<SignalRule> BuildRules() {
       {"frames_(rx|tx)_pause",               kRegex, &kPfcPauseFrames,  kU64, 1.0,  "priority=global, direction=$1", "frames"},
       {"frames_rx_dropped",                  kExact, &kDiscards,        kU64, 1.0,  "reason=$0",                     "packets"},
   });
-  // ice (Intel E810): XOFF and XON frames per priority; no pause time exists on this NIC.
-  AddVendorRules(&rules, "ethtool", "ice", kNoFlags, {
+  // ice (Intel E810): XOFF and XON frames per priority; no pause time exists on this NIC
+  // (estimated from the XOFF frames: source pause_estimate, "Pause-time estimates" in
+  // signals.h).
+  AddVendorRules(&rules, "ethtool", "ice", kXoffFullQuanta, {
       {"(rx|tx)_priority_([0-7])_xoff\\.nic", kRegex, &kPfcPauseFrames,      kU64, 1.0, "priority=$2, direction=$1",     "XOFF frames"},
       {"link_xoff_(rx|tx)\\.nic",             kRegex, &kPfcPauseFrames,      kU64, 1.0, "priority=global, direction=$1", "XOFF frames"},
+  });
+  AddVendorRules(&rules, "ethtool", "ice", kNoFlags, {
       {"(rx|tx)_priority_([0-7])_xon\\.nic",  kRegex, &kPfcPauseTransitions, kU64, 1.0, "priority=$2, direction=$1",     "XON frames (one per XOFF->XON)"},
       {"link_xon_(rx|tx)\\.nic",              kRegex, &kPfcPauseTransitions, kU64, 1.0, "priority=global, direction=$1", "XON frames (one per XOFF->XON)"},
       {"rx_dropped\\.nic",                    kExact, &kDiscards,            kU64, 1.0, "reason=rx_dropped",             "packets"},
   });
-  // i40e (Intel X710/XL710/X722).
-  AddVendorRules(&rules, "ethtool", "i40e", kNoFlags, {
+  // i40e (Intel X710/XL710/X722): XOFF frames (pause time estimated as on ice).
+  AddVendorRules(&rules, "ethtool", "i40e", kXoffFullQuanta, {
       {"port\\.(rx|tx)_priority_([0-7])_xoff_(rx|tx)", kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=$2, direction=$1",     "XOFF frames"},
       {"port\\.link_xoff_(rx|tx)",                     kRegex, &kPfcPauseFrames, kU64, 1.0, "priority=global, direction=$1", "XOFF frames"},
   });
@@ -614,6 +632,7 @@ std::optional<Signal> Resolve(const SignalRule& rule, const SeriesKey& key, cons
   s.semantics = rule.semantics;
   s.scale = rule.scale;
   s.all_ones_invalid = rule.all_ones_invalid;
+  s.pause_quanta = rule.pause_quanta;
   for (const std::string& label : rule.family->labels) {
     std::string value;
     if (label == "device") {
@@ -634,7 +653,70 @@ std::optional<Signal> Resolve(const SignalRule& rule, const SeriesKey& key, cons
 
 }  // namespace
 
+namespace {
+
+// Splits a pause_estimate name "<frames name>@<N>Mbps" into the frames name
+// and N; false when it is not of that form.
+bool SplitEstimateName(absl::string_view name, absl::string_view* frames, uint64_t* mbps) {
+  const size_t at = name.rfind('@');
+  if (at == absl::string_view::npos || at == 0) return false;
+  absl::string_view rate = name.substr(at + 1);
+  if (!absl::ConsumeSuffix(&rate, "Mbps") || rate.empty()) return false;
+  if (!absl::c_all_of(rate, absl::ascii_isdigit) || !absl::SimpleAtoi(rate, mbps)) return false;
+  if (*mbps == 0) return false;
+  *frames = name.substr(0, at);
+  return true;
+}
+
+// The pause-time estimate of a pause_estimate key (see "Pause-time estimates").
+std::optional<Signal> MapPauseEstimate(const SeriesKey& key, absl::string_view driver) {
+  absl::string_view frames_name;
+  uint64_t mbps = 0;
+  if (!SplitEstimateName(key.name, &frames_name, &mbps)) return std::nullopt;
+  SeriesKey frames_key = key;
+  frames_key.source = "ethtool";
+  frames_key.name = std::string(frames_name);
+  std::optional<Signal> frames = MapCounter(frames_key, driver);
+  if (!frames || frames->pause_quanta == 0 || frames->family != &families::kPfcPauseFrames) {
+    return std::nullopt;
+  }
+  Signal s;
+  s.family = &families::kPfcPauseSeconds;
+  s.name = SignalNameOf(s.family->name);
+  s.semantics = frames->semantics;
+  s.scale = frames->scale * frames->pause_quanta * kBitTimesPerQuantum /
+            (static_cast<double>(mbps) * 1e6);
+  s.estimated = true;
+  for (const std::string& label : s.family->labels) {
+    s.label_values.push_back(std::string(frames->Label(label)));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<SeriesKey> PauseEstimateKey(const SeriesKey& frames_key, double link_bps) {
+  const double mbps = std::round(link_bps / 1e6);
+  if (!(mbps >= 1) || mbps > 1e12) return std::nullopt;
+  SeriesKey key = frames_key;
+  key.source = std::string(kPauseEstimateSource);
+  key.name = absl::StrCat(frames_key.name, "@", static_cast<uint64_t>(mbps), "Mbps");
+  return key;
+}
+
+double ParseLinkRateBps(absl::string_view rate) {
+  size_t i = 0;
+  while (i < rate.size() &&
+         (absl::ascii_isdigit(static_cast<unsigned char>(rate[i])) || rate[i] == '.')) {
+    ++i;
+  }
+  double gbps = 0;
+  if (i == 0 || !absl::SimpleAtod(rate.substr(0, i), &gbps)) return 0;
+  return gbps * 1e9;
+}
+
 std::optional<Signal> MapCounter(const SeriesKey& key, absl::string_view driver) {
+  if (key.source == kPauseEstimateSource) return MapPauseEstimate(key, driver);
   const std::vector<SignalRule>& rules = SignalRules();
   // The passes, in order: each a filter over the table (see "Vendors" in signals.h).
   using Filter = bool (*)(const SignalRule&, absl::string_view);
@@ -699,6 +781,13 @@ std::string RenderSignalTable() {
       "skipped on purpose. `invalid: all-ones`: 0xFFFFFFFFFFFFFFFF is the driver's invalid\n"
       "marker, never a value (no sample; counted in fabricscope_collector_errors_total\n"
       "{code=\"parse\"}).\n\n"
+      "Source `pause_estimate` (ice, i40e): no rule of its own. Each XOFF frame rule marked\n"
+      "`XOFF: 65535 quanta` also yields an ESTIMATED pause time: the ethtool collector\n"
+      "registers `<frames name>@<link Mb/s>Mbps` next to the frame counter (same raw value)\n"
+      "when the netdev's RDMA port gives the link rate and no name of the netdev counts pause\n"
+      "time for that priority and direction; scale = 65535 x 512 bit times / link bit/s (one\n"
+      "XOFF frame = 335.5 us at 100 Gb/s). An upper bound: a XON ends a pause early, a peer\n"
+      "may request fewer quanta, refreshed XOFFs overlap (the pause fraction is clamped to 1).\n\n"
       "| source | driver | raw name | family | semantics | scale | labels | raw unit |\n"
       "|---|---|---|---|---|---|---|---|\n";
   for (const SignalRule& r : SignalRules()) {
@@ -722,12 +811,19 @@ std::string RenderSignalTable() {
     std::string pattern = absl::StrReplaceAll(r.pattern, {{"|", "\\|"}});
     std::string unit(r.unit);
     if (r.all_ones_invalid) absl::StrAppend(&unit, "; invalid: all-ones");
+    if (r.pause_quanta > 0) absl::StrAppend(&unit, "; XOFF: ", r.pause_quanta, " quanta");
     absl::StrAppend(&out, "| ", r.source, " | ", r.driver, " | `", pattern, "`",
                     r.regex ? " (regex)" : "", " | ",
                     r.family == nullptr ? std::string("(not collected)")
                                         : absl::StrCat("`", r.family->name, "`"),
                     " | ", sem, " | ", r.scale, " | ", absl::StrJoin(labels, ", "), " | ", unit,
                     " |\n");
+    if (r.pause_quanta > 0) {
+      absl::StrAppend(&out, "| ", kPauseEstimateSource, " | ", r.driver, " | `", pattern,
+                      "@<Mb/s>Mbps` | `", families::kPfcPauseSeconds.name, "` | ", sem, " | ",
+                      r.pause_quanta, " x ", kBitTimesPerQuantum, " / link bit/s | ",
+                      absl::StrJoin(labels, ", "), " | ", r.unit, ": ESTIMATED seconds |\n");
+    }
   }
   // Per family: which driver provides which raw names.
   absl::StrAppend(&out,
@@ -743,14 +839,20 @@ std::string RenderSignalTable() {
   }
   for (const MetricSpec* family : order) {
     std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // "driver|source"
-    for (const SignalRule& r : SignalRules()) {
-      if (r.family != family) continue;
+    auto add = [&](absl::string_view driver, absl::string_view source, std::string name) {
       const std::string group =
-          absl::StrCat(r.driver.empty() ? absl::string_view("any") : r.driver, " | ", r.source);
+          absl::StrCat(driver.empty() ? absl::string_view("any") : driver, " | ", source);
       auto it = std::find_if(groups.begin(), groups.end(),
                              [&](const auto& g) { return g.first == group; });
       if (it == groups.end()) it = groups.insert(groups.end(), {group, {}});
-      it->second.push_back(absl::StrCat("`", absl::StrReplaceAll(r.pattern, {{"|", "\\|"}}), "`"));
+      it->second.push_back(std::move(name));
+    };
+    for (const SignalRule& r : SignalRules()) {
+      const std::string pattern = absl::StrReplaceAll(r.pattern, {{"|", "\\|"}});
+      if (r.family == family) add(r.driver, r.source, absl::StrCat("`", pattern, "`"));
+      if (r.pause_quanta > 0 && family == &families::kPfcPauseSeconds) {
+        add(r.driver, kPauseEstimateSource, absl::StrCat("`", pattern, "@<Mb/s>Mbps` (estimated)"));
+      }
     }
     for (const auto& [group, names] : groups) {
       absl::StrAppend(&out, "| `", family->name, "` | ", group, " | ", absl::StrJoin(names, ", "),

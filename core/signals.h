@@ -21,6 +21,23 @@
 // The driver of an RDMA device comes from RdmaDriverOf (the one driver
 // probe's table).
 //
+// Pause-time estimates. ice (E810) and i40e (X710/XL710/X722) count PFC XOFF
+// frames per priority but no pause time, which the pause fraction (the
+// pfc_storm and pause_role detectors, fabricscope_pfc_pause_fraction_peak,
+// the correlator's pause class) is made of. Their XOFF rules carry
+// pause_quanta = 0xFFFF: each XOFF frame holds the priority for at most 65535
+// quanta x 512 bit times at the link rate (335.5 us at 100 Gb/s, 1.34 ms at
+// 25 Gb/s). From such a counter the ethtool collector registers a second
+// series, source "pause_estimate", raw name "<frames name>@<link Mb/s>Mbps"
+// (PauseEstimateKey), that appends the same raw frame count; MapCounter
+// resolves it to fabricscope_pfc_pause_seconds_total with the frames' priority
+// and direction, scale = quanta x 512 / link bits per second, and
+// Signal::estimated. It is an upper bound: a XON frame (counted in
+// fabricscope_pfc_pause_transitions_total) ends a pause early, a peer may
+// send fewer quanta than 0xFFFF, and a peer that refreshes XOFF before the
+// quanta expire counts the overlap twice (the fraction is clamped to 1). The
+// link rate is part of the key, so a rate change starts a new series.
+//
 // Thread-safety: the table is immutable after static initialisation.
 #pragma once
 
@@ -49,6 +66,15 @@ struct Signal {
   // firmware), never a value: collectors skip it (no sample: the series is
   // blind for that poll) and count it.
   bool all_ones_invalid = false;
+  // Pause frames that each request a known pause: the pause quanta (512 bit
+  // times each) one frame asks for, else 0. Set on the ice and i40e XOFF frame
+  // counters (0xFFFF, the standard quanta): they count no pause time, so the
+  // ethtool collector derives an estimated pause-time series from them
+  // (PauseEstimateKey, "Pause-time estimates" below).
+  uint32_t pause_quanta = 0;
+  // A derived estimate rather than a reading (the pause time of a
+  // pause_estimate series).
+  bool estimated = false;
 
   // The value of label `label`, or "" if the family has no such label.
   absl::string_view Label(absl::string_view label) const;
@@ -77,6 +103,8 @@ struct SignalRule {
   bool catch_all = false;
   // See Signal::all_ones_invalid.
   bool all_ones_invalid = false;
+  // See Signal::pause_quanta.
+  uint32_t pause_quanta = 0;
 };
 
 // All rules, in match order (the first match wins).
@@ -94,6 +122,19 @@ std::optional<Signal> MapCounter(const SeriesKey& key, absl::string_view driver 
 // neither says. E.g. "bnxt_en" -> "bnxt_re", "ice" -> "irdma", "mlx5_core" ->
 // "mlx5".
 std::string RdmaDriverOf(absl::string_view kernel_driver, absl::string_view device);
+
+// The source of the derived pause-time estimates ("Pause-time estimates").
+inline constexpr absl::string_view kPauseEstimateSource = "pause_estimate";
+
+// The key of the pause-time estimate of the pause-frame series `frames_key`
+// (whose signal has pause_quanta > 0) on a link of `link_bps` bits per second:
+// the same device/port/netdev, source kPauseEstimateSource, name
+// "<frames name>@<link Mb/s>Mbps". nullopt when link_bps is below 1 Mb/s.
+std::optional<SeriesKey> PauseEstimateKey(const SeriesKey& frames_key, double link_bps);
+
+// A link rate as sysfs prints it ("100 Gb/sec (4X EDR)", "25 Gb/sec") in bits
+// per second; 0 when it does not parse.
+double ParseLinkRateBps(absl::string_view rate);
 
 // The table in Markdown, appended to the metric reference.
 std::string RenderSignalTable();

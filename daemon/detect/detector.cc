@@ -1,10 +1,8 @@
 #include "daemon/detect/detector.h"
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace fabricscope {
@@ -17,17 +15,6 @@ const MetricSpec& kDetectorEvents =
                   .help = "Detector episodes started, by detector and kind.",
                   .labels = {"detector", "kind"},
                   .component = "detect"});
-
-// "100 Gb/sec (4X EDR)" -> 1e11 bits per second; 0 when it does not parse.
-double ParseLinkRate(absl::string_view rate) {
-  size_t i = 0;
-  while (i < rate.size() && (std::isdigit(static_cast<unsigned char>(rate[i])) || rate[i] == '.')) {
-    ++i;
-  }
-  double gbps = 0;
-  if (i == 0 || !absl::SimpleAtod(rate.substr(0, i), &gbps)) return 0;
-  return gbps * 1e9;
-}
 
 }  // namespace
 
@@ -106,7 +93,7 @@ const PortRef* DetectorContext::Find(absl::flat_hash_map<std::string, PortRef>& 
     last_refresh_ns_ = now_ns;
     for (const PortInfo& p : ports_->List()) {
       if (p.device.empty()) continue;
-      PortRef ref{p.device, p.port, p.netdev, ParseLinkRate(p.rate)};
+      PortRef ref{p.device, p.port, p.netdev, ParseLinkRateBps(p.rate)};
       by_device_[absl::StrCat(p.device, "/", p.port)] = ref;
       if (!p.netdev.empty()) by_netdev_[p.netdev] = ref;
     }
@@ -206,6 +193,7 @@ std::string SignalText(const Signal& signal) {
   }
   const absl::string_view prio = signal.Label("priority");
   if (!prio.empty()) absl::StrAppend(&out, prio == "global" ? " " : " prio ", prio);
+  if (signal.estimated) absl::StrAppend(&out, " (estimated)");
   return out;
 }
 

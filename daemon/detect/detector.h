@@ -130,7 +130,8 @@ enum MergeRank : int {
 // How an event names a signal: the family's signal name, then its counter or
 // reason, direction and priority where the family has them
 // ("pfc_pause_frames rx prio 3", "discards rx_discards_phy",
-// "rdma_errors local_ack_timeout_err").
+// "rdma_errors local_ack_timeout_err"), and " (estimated)" for a derived
+// estimate (Signal::estimated: "pfc_pause_seconds rx prio 3 (estimated)").
 std::string SignalText(const Signal& signal);
 
 // One episode of one detector at one place: its debouncer, its event and

@@ -79,15 +79,18 @@ void PfcStormDetector::Observe(const AppendEvent& ev) {
     });
   } else {
     const double fraction = PauseFraction(ev);
-    t = ep.Feed(ctx_, ev.start_ns, ev.end_ns, fraction >= o.pfc_storm_fraction, fraction,
-                [](const Episode& e) {
-                  return absl::StrFormat(
-                      "%s priority %s %s: paused up to %.0f%% of each poll interval", e.tmpl.netdev,
-                      e.tmpl.priority,
-                      e.tmpl.direction == "rx" ? "rx (the peer pauses this port)"
-                                               : "tx (this port pauses the peer)",
-                      e.run_peak * 100);
-                });
+    const bool estimated = ev.signal->estimated;
+    t = ep.Feed(
+        ctx_, ev.start_ns, ev.end_ns, fraction >= o.pfc_storm_fraction, fraction,
+        [estimated](const Episode& e) {
+          return absl::StrFormat(
+              "%s priority %s %s: paused up to %.0f%% of each poll interval%s", e.tmpl.netdev,
+              e.tmpl.priority,
+              e.tmpl.direction == "rx" ? "rx (the peer pauses this port)"
+                                       : "tx (this port pauses the peer)",
+              e.run_peak * 100,
+              estimated ? " (estimated from XOFF frames x 65535 quanta at the link rate)" : "");
+        });
   }
   if (t == Debouncer::Transition::kStarted && ctx_->metrics() != nullptr) {
     ctx_->metrics()

@@ -5,6 +5,11 @@
 //    for pfc_storm_detection; it ends after pfc_storm_restoration of intervals
 //    below it (the SONiC PFC watchdog rule; the debouncer makes storm/restore
 //    flapping within those times impossible). Peak: the highest pause fraction.
+//    On ice and i40e, which count XOFF frames but no pause time, the input is
+//    the signal table's pause-time estimate (source pause_estimate, Signal::
+//    estimated: XOFF frames x 65535 quanta x 512 bit times at the link rate,
+//    an upper bound); the event's signal and summary say "estimated". The
+//    detector reads the family, never the driver.
 //  - kind "nic_pause_storm": while the NIC's own pause-storm counters
 //    (fabricscope_pause_storm_events_total) rise (priority "", direction
 //    "tx"); ends after pfc_storm_restoration without a rise. Peak: the highest

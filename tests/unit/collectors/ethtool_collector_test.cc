@@ -228,6 +228,47 @@ TEST_F(EthtoolDirTest, VendorDumpsGiveTheCanonicalFamilies) {
   EXPECT_EQ(raw_name("fabricscope_pfc_pause_seconds_total", {{"netdev", "ice0"}}), "(none)");
 }
 
+// ice XOFF frames also feed an estimated pause time at the RDMA port's link rate, except
+// where a name of the netdev counts that pause time itself; a new link rate, a new key.
+TEST_F(EthtoolDirTest, XoffFramesGiveAnEstimatedPauseTime) {
+  WriteFile(Path("ice0"),
+            "NIC statistics:\n     rx_priority_3_xoff.nic: 1000\n"
+            "     tx_priority_3_xoff.nic: 2000\n     pfc_pri3_rx_duration_us: 5\n");
+  ports_.Upsert({"irdma1", 1, "ice0", "Ethernet", "ACTIVE", "25 Gb/sec (1X EDR)", true});
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  ASSERT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+  auto tx = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                       {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}});
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->key->source, "pause_estimate");
+  EXPECT_EQ(tx->key->name, "tx_priority_3_xoff.nic@25000Mbps");
+  EXPECT_EQ(tx->key->device, "irdma1");
+  EXPECT_TRUE(tx->signal->estimated);
+  EXPECT_DOUBLE_EQ(tx->state.total, 2000 * 65535.0 * 512 / 25e9);
+  // The frames stay frames.
+  auto frames = FindSeries(store_, "fabricscope_pfc_pause_frames_total",
+                           {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}});
+  ASSERT_TRUE(frames);
+  EXPECT_EQ(frames->state.total, 2000);
+  // rx priority 3 has a pause-time counter: no estimate.
+  auto rx = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                       {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "rx"}});
+  ASSERT_TRUE(rx);
+  EXPECT_EQ(rx->key->name, "pfc_pri3_rx_duration_us");
+  EXPECT_EQ(c->MappedCount("ice0"), 4u);
+
+  ports_.Upsert({"irdma1", 1, "ice0", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
+  Rescan(*c);
+  auto tx100 = FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                          {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}});
+  ASSERT_TRUE(tx100);
+  EXPECT_EQ(tx100->key->name, "tx_priority_3_xoff.nic@100000Mbps");
+  EXPECT_FALSE(store_.Get(tx->id)->state.present);  // the 25 Gb/s series is gone
+  EXPECT_EQ(c->MappedCount("ice0"), 4u);
+}
+
 TEST_F(EthtoolDirTest, ValuesMoveAndPfcEnableAddsNames) {
   const std::string base =
       "NIC statistics:\n     rx_discards_phy: 10\n     rx_global_pause: 1\n"

@@ -207,6 +207,59 @@ TEST(SignalsVendorTest, EthtoolVendorNames) {
             "fabricscope_pfc_pause_frames_total priority=3 direction=tx");
 }
 
+// ice/i40e count XOFF frames, no pause time: the estimate (core/signals.h,
+// "Pause-time estimates") scales the frames by 65535 quanta x 512 bit times at the link rate.
+TEST(SignalsVendorTest, PauseTimeEstimatedFromXoffFrames) {
+  const SeriesKey frames{"ethtool", "rx_priority_3_xoff.nic", "irdma1", 1, "ens801f0"};
+  auto f = MapCounter(frames);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->pause_quanta, 65535u);
+  EXPECT_FALSE(f->estimated);
+  EXPECT_EQ(ParseLinkRateBps("100 Gb/sec (4X EDR)"), 100e9);
+  EXPECT_EQ(ParseLinkRateBps("2.5 Gb/sec (1X SDR)"), 2.5e9);
+  EXPECT_EQ(ParseLinkRateBps("unknown"), 0);
+  auto key = PauseEstimateKey(frames, 100e9);
+  ASSERT_TRUE(key);
+  EXPECT_EQ(key->source, "pause_estimate");
+  EXPECT_EQ(key->name, "rx_priority_3_xoff.nic@100000Mbps");
+  EXPECT_EQ(key->device, "irdma1");
+  EXPECT_EQ(key->netdev, "ens801f0");
+  auto e = MapCounter(*key);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->family->name, "fabricscope_pfc_pause_seconds_total");
+  EXPECT_EQ(e->name, "pfc_pause_seconds");
+  EXPECT_TRUE(e->estimated);
+  EXPECT_EQ(e->pause_quanta, 0u);  // an estimate is not estimated again
+  EXPECT_EQ(e->Label("netdev"), "ens801f0");
+  EXPECT_EQ(e->Label("priority"), "3");
+  EXPECT_EQ(e->Label("direction"), "rx");
+  EXPECT_DOUBLE_EQ(e->scale, 65535.0 * 512 / 100e9);  // 335.5 us per XOFF frame
+  auto slow = MapCounter(*PauseEstimateKey(frames, 25e9));
+  ASSERT_TRUE(slow);
+  EXPECT_DOUBLE_EQ(slow->scale, 4 * e->scale);
+  // link-level XOFF and i40e's names too.
+  auto link = MapCounter(*PauseEstimateKey({"ethtool", "link_xoff_tx.nic", "", 0, "e0"}, 10e9));
+  ASSERT_TRUE(link);
+  EXPECT_EQ(link->Label("priority"), "global");
+  EXPECT_EQ(link->Label("direction"), "tx");
+  auto i40e =
+      MapCounter(*PauseEstimateKey({"ethtool", "port.tx_priority_5_xoff_tx", "", 0, "e1"}, 40e9));
+  ASSERT_TRUE(i40e);
+  EXPECT_EQ(i40e->Label("priority"), "5");
+  EXPECT_DOUBLE_EQ(i40e->scale, 65535.0 * 512 / 40e9);
+  // Not estimated: frames of a NIC that counts pause time (mlx5), XON frames, bad names.
+  EXPECT_EQ(MapCounter({"ethtool", "rx_prio3_pause", "", 0, "e0"})->pause_quanta, 0u);
+  EXPECT_FALSE(MapCounter(*PauseEstimateKey({"ethtool", "rx_prio3_pause", "", 0, "e0"}, 1e11)));
+  EXPECT_FALSE(
+      MapCounter(*PauseEstimateKey({"ethtool", "rx_priority_3_xon.nic", "", 0, "e0"}, 1e11)));
+  for (const char* bad :
+       {"rx_priority_3_xoff.nic", "rx_priority_3_xoff.nic@Mbps", "rx_priority_3_xoff.nic@0Mbps",
+        "rx_priority_3_xoff.nic@100Gbps", "rx_priority_3_xoff.nic@-5Mbps", "@100Mbps"}) {
+    EXPECT_FALSE(MapCounter({"pause_estimate", bad, "", 0, "e0"})) << bad;
+  }
+  EXPECT_FALSE(PauseEstimateKey(frames, 0));
+}
+
 TEST(SignalsVendorTest, DriverProbe) {
   EXPECT_EQ(RdmaDriverOf("bnxt_en", "rocep1s0"), "bnxt_re");
   EXPECT_EQ(RdmaDriverOf("bnxt_re", "x"), "bnxt_re");

@@ -1,7 +1,8 @@
 // The detectors, unchanged, on vendor NICs: the storm, ECN and retransmit cases of
 // detectors_test.cc driven through the real collectors on a bnxt_re and an ionic
 // fixture tree (tests/fixtures/vendors/sysfs) and their ethtool -S dumps (bnxt_en,
-// ionic), with the counter files rewritten between polls.
+// ionic), with the counter files rewritten between polls; and the storm case on an
+// E810 (irdma1 with the ice dump), whose pause time is estimated from XOFF frames.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/collector.h"
@@ -273,6 +276,96 @@ TEST_P(VendorDetectorsTest, RetransmitSpike) {
 INSTANTIATE_TEST_SUITE_P(Vendors, VendorDetectorsTest, ::testing::Values(&kBnxt, &kIonic),
                          [](const ::testing::TestParamInfo<const Vendor*>& info) {
                            return std::string(info.param == &kBnxt ? "bnxt_re" : "ionic");
+                         });
+
+// ice (E810): XOFF frames per priority, no pause time. The pause time is the signal
+// table's estimate (source pause_estimate): each XOFF frame holds the priority for
+// 65535 quanta x 512 bit times, 335.5 us at irdma1's 100 Gb/s.
+const Vendor kIce{"irdma1", "ens801f0", "ice_ethtool_S.txt",      "RxECNMrkd",
+                  "",       "",         "rx_priority_3_xoff.nic", "tx_priority_3_xoff.nic"};
+constexpr double kXoffSeconds = 65535.0 * 512 / 100e9;
+
+// XOFF frames received by t (ns since kT0) when the port is paused `fraction` of
+// [from, to], each frame counting kXoffSeconds.
+uint64_t XoffFrames(int64_t t, int64_t from, int64_t to, double fraction) {
+  if (t <= from) return 0;
+  return static_cast<uint64_t>(static_cast<double>(std::min(t, to) - from) * 1e-9 * fraction /
+                               kXoffSeconds);
+}
+
+class IceStormTest : public VendorDetectorsTest {
+ protected:
+  // The store's series of `family` for priority 3, direction `dir`.
+  std::optional<SeriesSnapshot> Prio3(const std::string& family, const std::string& dir) {
+    for (SeriesSnapshot& s : store_.Snapshot()) {
+      if (s.signal->family->name == family && s.signal->Label("priority") == "3" &&
+          s.signal->Label("direction") == dir) {
+        return s;
+      }
+    }
+    return std::nullopt;
+  }
+};
+
+TEST_P(IceStormTest, SustainedXoffStormFiresFromTheEstimate) {
+  // rx priority 3: XOFF frames worth 95% of the time 1.0-2.0 s; tx: 50% all along.
+  ethtool_fns_[v().pause_rx3] = [](int64_t t) { return XoffFrames(t, 1 * kSec, 2 * kSec, 0.95); };
+  ethtool_fns_[v().pause_tx3] = [](int64_t t) { return XoffFrames(t, 0, INT64_MAX, 0.5); };
+  Start();
+  Drive(0, 4 * kSec);
+
+  // The estimate next to the frame counter: same raw value, scaled to seconds.
+  auto frames = Prio3("fabricscope_pfc_pause_frames_total", "rx");
+  auto est = Prio3("fabricscope_pfc_pause_seconds_total", "rx");
+  ASSERT_TRUE(frames && est);
+  EXPECT_EQ(frames->key->name, "rx_priority_3_xoff.nic");
+  EXPECT_FALSE(frames->signal->estimated);
+  EXPECT_EQ(est->key->source, "pause_estimate");
+  EXPECT_EQ(est->key->name, "rx_priority_3_xoff.nic@100000Mbps");
+  EXPECT_EQ(est->key->device, "irdma1");
+  EXPECT_TRUE(est->signal->estimated);
+  EXPECT_EQ(est->state.last_raw, frames->state.last_raw);
+  EXPECT_NEAR(est->state.total, 0.95, 0.01);  // paused 95% of one second
+  // The pause-fraction aggregate (fabricscope_pfc_pause_fraction_peak) reads this peak.
+  ASSERT_TRUE(est->state.peak_valid);
+  EXPECT_NEAR(est->state.peak_rate, 0.95, 0.05);
+
+  auto ev = Events("pfc_storm");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, "storm");
+  EXPECT_EQ(ev[0].netdev, "ens801f0");
+  EXPECT_EQ(ev[0].device, "irdma1");
+  EXPECT_EQ(ev[0].priority, "3");
+  EXPECT_EQ(ev[0].direction, "rx");
+  EXPECT_GE(ev[0].start_unix_nano, kT0 + 1 * kSec);
+  EXPECT_LE(ev[0].start_unix_nano, kT0 + 1200 * kMs);
+  EXPECT_FALSE(ev[0].active());
+  EXPECT_NEAR(ev[0].peak, 0.95, 0.05);
+  // The episode's signals: the estimate, marked (and the frames' microburst it absorbed).
+  EXPECT_NE(std::find(ev[0].signals.begin(), ev[0].signals.end(),
+                      "pfc_pause_seconds rx prio 3 (estimated)"),
+            ev[0].signals.end())
+      << absl::StrJoin(ev[0].signals, ", ");
+  EXPECT_TRUE(absl::StrContains(ev[0].summary, "estimated from XOFF frames")) << ev[0].summary;
+}
+
+TEST_P(IceStormTest, QuietXoffDoesNotFire) {
+  // Congestion, not a storm: XOFF frames worth 10% (rx) and 40% (tx) of the time, 4 s long.
+  ethtool_fns_[v().pause_rx3] = [](int64_t t) { return XoffFrames(t, 0, INT64_MAX, 0.1); };
+  ethtool_fns_[v().pause_tx3] = [](int64_t t) { return XoffFrames(t, 0, INT64_MAX, 0.4); };
+  Start();
+  Drive(0, 4 * kSec);
+  auto est = Prio3("fabricscope_pfc_pause_seconds_total", "rx");
+  ASSERT_TRUE(est);
+  EXPECT_GT(est->state.total, 0.3);  // the estimate moves (0.1 x 3.9 s)...
+  ASSERT_TRUE(est->state.peak_valid);
+  EXPECT_LT(est->state.peak_rate, 0.2);  // ...at a tenth of the time
+  EXPECT_TRUE(Events("pfc_storm").empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Vendors, IceStormTest, ::testing::Values(&kIce),
+                         [](const ::testing::TestParamInfo<const Vendor*>&) {
+                           return std::string("ice");
                          });
 
 }  // namespace
