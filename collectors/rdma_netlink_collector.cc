@@ -39,22 +39,13 @@ const MetricSpec& kOptionalCounterEnabled = DefineMetric(
      .labels = {"device", "port", "counter"},
      .component = "rdma_netlink"});
 
-const MetricSpec& kProcessQpCounter = DefineMetric(
-    {.name = "fabricscope_rdma_process_qp_counter",
-     .type = MetricType::kGauge,
-     .help = "Retransmit and out-of-sequence counters of the QPs of one process on a port "
-             "(--rdma-per-process: auto mode by PID, one counter object per process), summed "
-             "over its counter objects: the top processes per port by these counters, the rest "
-             "summed as process=\"other\" (pid=\"\"). A gauge: the value drops when a "
-             "process's last QP, and with it its counter object, goes away.",
-     .labels = {"device", "port", "process", "pid", "counter"},
-     .component = "rdma_netlink"});
-
 const MetricSpec& kProcessSeriesDropped =
     DefineMetric({.name = "fabricscope_rdma_process_series_dropped_total",
                   .type = MetricType::kCounter,
-                  .help = "Per-process QP counter series not exported because the hard bound "
-                          "(1024 series) was reached.",
+                  .help = "Per-process QP counter series not exported because a hard bound was "
+                          "reached: 1024 series at a time (dropped), or 8192 per-process series "
+                          "kept in the store over the daemon's life (the process is then summed "
+                          "into process=\"other\"), or the store's memory budget refused one.",
                   .labels = {},
                   .component = "rdma_netlink"});
 
@@ -106,10 +97,7 @@ RdmaNetlinkCollector::RdmaNetlinkCollector(const CollectorContext& ctx,
   if (ctx.metrics != nullptr) {
     source_gauge_ = &ctx.metrics->Gauge(kHwCountersSource);
     optional_gauge_ = &ctx.metrics->Gauge(kOptionalCounterEnabled);
-    if (per_process_) {
-      process_gauge_ = &ctx.metrics->Gauge(kProcessQpCounter);
-      process_dropped_ = &ctx.metrics->Counter(kProcessSeriesDropped).Add({});
-    }
+    if (per_process_) process_dropped_ = &ctx.metrics->Counter(kProcessSeriesDropped).Add({});
   }
 }
 
@@ -206,11 +194,56 @@ void RdmaNetlinkCollector::PollCounters(TierState& ts, int slot, PollContext& ct
 std::string RdmaNetlinkCollector::ProcessName(uint32_t pid) {
   absl::StatusOr<std::string> comm = ReadAttribute(absl::StrCat(proc_root_, "/", pid, "/comm"));
   if (!comm.ok() || comm->empty()) return "unknown";
-  return comm->substr(0, 16);  // TASK_COMM_LEN
+  std::string name = comm->substr(0, 16);  // TASK_COMM_LEN
+  // Printable ASCII only: the name is part of a series key and a label value.
+  for (char& c : name) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return name;
+}
+
+bool RdmaNetlinkCollector::AppendProcess(const std::string& device, uint32_t port,
+                                         absl::string_view process, const uint64_t* values,
+                                         PollContext& ctx, ProcessTick* tick) {
+  constexpr size_t kNumCounters = std::size(kProcessCounters);
+  const bool other = process == "other";
+  for (size_t i = 0; i < kNumCounters; ++i) {
+    if (tick->live.size() >= kMaxProcessSeries) {
+      ++tick->dropped;
+      continue;
+    }
+    SeriesKey key{"rdma_process", absl::StrCat(kProcessCounters[i], "@", process), device, port,
+                  ""};
+    auto it = process_series_.find(key);
+    if (it == process_series_.end()) {
+      // The store never forgets a series: bound what pid churn can register
+      // (the per-port `other` series are bounded by the ports).
+      if (!other && process_series_.size() >= max_process_store_series_) {
+        if (i == 0) {  // summed into `other`
+          tick->dropped += kNumCounters;
+          return false;
+        }
+        ++tick->dropped;
+        continue;
+      }
+      std::optional<Signal> sig = MapCounter(key);
+      SeriesId id = sig.has_value() ? store_->Register(key, *sig) : kInvalidSeries;
+      if (id == kInvalidSeries) {  // the store's budget refused it
+        ++tick->dropped;
+        continue;
+      }
+      it = process_series_.emplace(std::move(key), id).first;
+    } else if (!process_live_.contains(it->second)) {
+      store_->SetPresent(it->second, true);
+    }
+    ctx.Append(it->second, values[i]);
+    tick->live.insert(it->second);
+  }
+  return true;
 }
 
 void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
-  if (ts.plan == nullptr || process_gauge_ == nullptr) return;
+  if (ts.plan == nullptr) return;
   RdmaNetlinkTransport* t = Transport(ts, ctx);
   if (t == nullptr) return;
   constexpr size_t kNumCounters = std::size(kProcessCounters);
@@ -219,8 +252,7 @@ void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
     std::array<uint64_t, kNumCounters> values{};
     uint64_t rank = 0;
   };
-  absl::flat_hash_map<std::string, prometheus::Gauge*> next;
-  size_t dropped = 0;
+  ProcessTick tick;
   absl::flat_hash_set<uint32_t> dumped;
   for (const PortPlan& p : ts.plan->ports) {
     if (!dumped.insert(p.device_index).second) continue;
@@ -256,47 +288,27 @@ void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
       });
       Proc other;
       bool has_other = false;
-      auto emit = [&](const std::string& process, const std::string& pid, const Proc& proc) {
-        for (size_t i = 0; i < kNumCounters; ++i) {
-          if (next.size() >= kMaxProcessSeries) {
-            ++dropped;
-            continue;
-          }
-          const std::string port_s = absl::StrCat(port);
-          std::string id = absl::StrCat(p.device, "\x1f", port_s, "\x1f", process, "\x1f", pid,
-                                        "\x1f", kProcessCounters[i]);
-          prometheus::Gauge* g = nullptr;
-          if (auto it = process_series_.find(id); it != process_series_.end()) {
-            g = it->second;
-          } else {
-            g = &process_gauge_->Add({{"device", p.device},
-                                      {"port", port_s},
-                                      {"process", process},
-                                      {"pid", pid},
-                                      {"counter", std::string(kProcessCounters[i])}});
-          }
-          g->Set(static_cast<double>(proc.values[i]));
-          next.emplace(std::move(id), g);
-        }
-      };
       for (size_t r = 0; r < ranked.size(); ++r) {
-        if (r < kTopProcesses) {
-          emit(ProcessName(ranked[r].pid), absl::StrCat(ranked[r].pid), ranked[r]);
+        if (r < kTopProcesses &&
+            AppendProcess(p.device, port,
+                          absl::StrCat(ranked[r].pid, "/", ProcessName(ranked[r].pid)),
+                          ranked[r].values.data(), ctx, &tick)) {
           continue;
         }
         has_other = true;
         for (size_t i = 0; i < kNumCounters; ++i) other.values[i] += ranked[r].values[i];
       }
-      if (has_other) emit("other", "", other);
+      if (has_other) AppendProcess(p.device, port, "other", other.values.data(), ctx, &tick);
     }
   }
-  // Label sets not exported this tick (process gone, fell out of the top).
-  for (auto& [id, g] : process_series_) {
-    if (!next.contains(id)) process_gauge_->Remove(g);
+  // Series not appended this tick (process gone, fell out of the top): absent,
+  // so not exported; their samples stay in the store until they age out.
+  for (SeriesId id : process_live_) {
+    if (!tick.live.contains(id)) store_->SetPresent(id, false);
   }
-  process_series_ = std::move(next);
-  if (dropped > 0 && process_dropped_ != nullptr) {
-    process_dropped_->Increment(static_cast<double>(dropped));
+  process_live_ = std::move(tick.live);
+  if (tick.dropped > 0 && process_dropped_ != nullptr) {
+    process_dropped_->Increment(static_cast<double>(tick.dropped));
   }
 }
 

@@ -38,14 +38,25 @@
 //       then on every medium tick dumps the counter objects of each device
 //       (one STAT_GET dump with STAT_RES = RES_QP per device) and sums their
 //       retransmit / out-of-sequence counters (kProcessCounters) per
-//       (port, PID). Exported bounded: per port the top kTopProcesses
-//       processes by the sum of those counters, the rest folded into
-//       process="other", in
-//       fabricscope_rdma_process_qp_counter{device,port,process,pid,counter}
-//       (a gauge: a counter object goes away with its process's last QP);
-//       at most kMaxProcessSeries series in all (the rest is dropped and
-//       counted in fabricscope_rdma_process_series_dropped_total). The process
-//       name is /proc/PID/comm.
+//       (port, PID). Kept bounded: per port the top kTopProcesses processes
+//       by the sum of those counters, the rest folded into process="other".
+//       Each (process, counter) is a store series (source "rdma_process",
+//       raw name COUNTER@PID/COMM or COUNTER@other, the port's device and
+//       port; the signal table maps it to
+//       fabricscope_rdma_process_qp_counter{device,port,process,pid,counter},
+//       a gauge: a counter object goes away with its process's last QP), so
+//       the exposition renders it from the store and the correlator reads
+//       it per process (daemon/correlate/process_scope.h). A series not
+//       appended in a tick (the process went away or left the top) is
+//       marked absent: not exported, its samples age out of the store like
+//       those of any vanished series. Bounds: at most kMaxProcessSeries
+//       series appended per tick (the rest dropped), and at most
+//       kMaxProcessStoreSeries per-process series registered in the store
+//       over the collector's life (the store never forgets a series, so pid
+//       churn is bounded here; a process beyond it is summed into `other`);
+//       both, and a series the store's budget refuses, are counted in
+//       fabricscope_rdma_process_series_dropped_total. The process name is
+//       /proc/PID/comm, non-printable bytes as '?'.
 //
 // --sysfs-root other than /sys (fixtures, fabricsim): not used at all, no
 // error; every port stays on sysfs.
@@ -121,11 +132,15 @@ class RdmaNetlinkCollector final : public Collector {
   // The per-process bounds (--rdma-per-process).
   static constexpr size_t kTopProcesses = 5;
   static constexpr size_t kMaxProcessSeries = 1024;
+  static constexpr size_t kMaxProcessStoreSeries = 8192;
   // The counters of a counter object that rank and are exported per process.
   static constexpr absl::string_view kProcessCounters[] = {
       "out_of_sequence",       "packet_seq_err",   "implied_nak_seq_err",
       "local_ack_timeout_err", "roce_adp_retrans", "roce_adp_retrans_to",
   };
+
+  // For tests: lowers kMaxProcessStoreSeries. Call before the first poll.
+  void set_max_process_store_series_for_test(size_t n) { max_process_store_series_ = n; }
 
   // For tests: whether the kernel was found without RDMA netlink support.
   bool unsupported() const { return unsupported_.load(std::memory_order_acquire); }
@@ -161,6 +176,16 @@ class RdmaNetlinkCollector final : public Collector {
   void Replan(PollContext& ctx, bool discovery);
   void PollCounters(TierState& ts, int slot, PollContext& ctx);
   void PollProcesses(TierState& ts, PollContext& ctx);
+  // What one medium tick of PollProcesses appended.
+  struct ProcessTick {
+    absl::flat_hash_set<SeriesId> live;
+    size_t dropped = 0;
+  };
+  // Appends one process's (or the port's `other`) counters, registering its
+  // series on first sight. False (nothing appended) when the process has no
+  // series yet and kMaxProcessStoreSeries are registered: sum it into `other`.
+  bool AppendProcess(const std::string& device, uint32_t port, absl::string_view process,
+                     const uint64_t* values, PollContext& ctx, ProcessTick* tick);
   std::string ProcessName(uint32_t pid);
   void RefreshOptionalStatus(RdmaNetlinkTransport* t, const PortInfo& port, uint32_t device_index,
                              bool enable, PollContext& ctx);
@@ -172,11 +197,13 @@ class RdmaNetlinkCollector final : public Collector {
   const RdmaNetlinkTransportFactory transports_;
   const bool per_process_;
   const std::string proc_root_;
-  prometheus::Family<prometheus::Gauge>* process_gauge_ = nullptr;
   prometheus::Counter* process_dropped_ = nullptr;
-  // Medium-tier state of --rdma-per-process: the gauges exported last tick
-  // (removed when their label set is not exported any more).
-  absl::flat_hash_map<std::string, prometheus::Gauge*> process_series_;
+  // Medium-tier state of --rdma-per-process: every per-process series
+  // registered (bounded by max_process_store_series_ plus the ports' `other`
+  // series), and those appended last tick (present in the store).
+  absl::flat_hash_map<SeriesKey, SeriesId> process_series_;
+  absl::flat_hash_set<SeriesId> process_live_;
+  size_t max_process_store_series_ = kMaxProcessStoreSeries;
   prometheus::Family<prometheus::Gauge>* source_gauge_ = nullptr;
   prometheus::Family<prometheus::Gauge>* optional_gauge_ = nullptr;
 

@@ -236,6 +236,18 @@ const MetricSpec& kHwCountersLifespan = DefineMetric(
      .labels = {"device", "port"},
      .component = "dcb_config"});
 
+const MetricSpec& kProcessQpCounter = DefineMetric(
+    {.name = "fabricscope_rdma_process_qp_counter",
+     .type = MetricType::kGauge,
+     .help = "Retransmit and out-of-sequence counters of the QPs of one process on a port "
+             "(--rdma-per-process: auto mode by PID, one counter object per process), summed "
+             "over its counter objects: the top processes per port by these counters, the rest "
+             "summed as process=\"other\" (pid=\"\"). A gauge: the value drops when a "
+             "process's last QP, and with it its counter object, goes away. Kept in the store "
+             "per process (source rdma_process) for process-scoped span correlation.",
+     .labels = {"device", "port", "process", "pid", "counter"},
+     .component = "rdma_netlink"});
+
 }  // namespace families
 
 namespace {
@@ -549,6 +561,12 @@ std::vector<SignalRule> BuildRules() {
       {"pfc_enabled_prio([0-7])",         kRegex, &kPfcEnabled,         kGauge, 1.0,  "priority=$1",          "0/1"},
       {"ecn_roce_(np|rp)_enable_([0-7])", kRegex, &kEcnEnabled,         kGauge, 1.0,  "priority=$2, role=$1", "0/1"},
       {"hw_counters_lifespan",            kExact, &kHwCountersLifespan, kGauge, 1e-3, "",                     "milliseconds"},
+  });
+  // --- rdma_process: per-process QP counters (rdma_netlink --rdma-per-process). The raw name
+  // is COUNTER@PID/COMM (COMM printable ASCII), or COUNTER@other for the folded rest.
+  AddRules(&rules, "rdma_process", {
+      {"([a-z0-9_]+)@([0-9]+)/(.*)", kRegex, &kProcessQpCounter, kGauge, 1.0, "counter=$1, pid=$2, process=$3", "events"},
+      {"([a-z0-9_]+)@other",         kRegex, &kProcessQpCounter, kGauge, 1.0, "counter=$1, process=other",      "events"},
   });
   // clang-format on
   return rules;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/parse.h"
+#include "daemon/correlate/process_scope.h"
 #include "store/counter_semantics.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
@@ -413,6 +414,13 @@ std::string BlindList(const std::vector<std::string>& texts) {
 }  // namespace
 
 SpanCorrelation Correlator::Correlate(const Span& span) const {
+  ProcessScopeResult process;
+  SpanCorrelation out = CorrelatePorts(span, &process);
+  ApplyProcessScope(std::move(process), &out);  // process_scope.h
+  return out;
+}
+
+SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult* process) const {
   SpanCorrelation out;
   out.start_unix_nano = span.start_unix_nano;
   out.end_unix_nano = span.end_unix_nano;
@@ -450,6 +458,7 @@ SpanCorrelation Correlator::Correlate(const Span& span) const {
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
   int64_t newest_ns = 0;  // the store's latest poll of anything
   for (const SeriesSnapshot& snap : all) newest_ns = std::max(newest_ns, snap.state.last_ts_ns);
+  *process = CorrelateProcess(*store_, all, scope, span, options_);
   for (const SeriesSnapshot& snap : all) {
     if (snap.key == nullptr || snap.signal == nullptr) continue;
     const SignalClass cls = ClassifySignal(*snap.signal);

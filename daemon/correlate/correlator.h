@@ -122,6 +122,7 @@ namespace fabricscope {
 
 class PortInventory;
 class Store;
+struct ProcessScopeResult;
 struct HostTopology;
 struct PortInfo;
 
@@ -270,12 +271,18 @@ class Correlator {
   Correlator(const Store* store, const PortInventory* ports, CorrelationOptions options,
              StallPolicy stalls);
 
+  // The span's port-level correlation, led by its process's own QP counters
+  // when it names its process (Span::pid; daemon/correlate/process_scope.h).
   SpanCorrelation Correlate(const Span& span) const;
 
   const CorrelationOptions& options() const { return options_; }
   const StallPolicy& stall_policy() const { return stalls_; }
 
  private:
+  // The port-level correlation described above; also judges the span's
+  // process series (into `process`) from the same store snapshot.
+  SpanCorrelation CorrelatePorts(const Span& span, ProcessScopeResult* process) const;
+
   const Store* const store_;
   const PortInventory* const ports_;
   const CorrelationOptions options_;

@@ -70,7 +70,9 @@ RejectReason AttributeTooLarge(absl::string_view key, const IngestLimits& limits
 void ApplyWellKnown(SpanKind explicit_kind, const SpanKindClassifier& classifier, Span* span) {
   SpanKind attr_kind = SpanKind::kUnspecified;
   for (const auto& [key, value] : span->attributes) {
-    if (key.empty() || (key[0] != 'f' && key[0] != 'r' && key[0] != 'n')) continue;
+    if (key.empty() || (key[0] != 'f' && key[0] != 'r' && key[0] != 'n' && key[0] != 'p')) {
+      continue;
+    }
     if (key == "fabricscope.kind") {
       if (auto k = ParseSpanKindName(value); k.has_value()) attr_kind = *k;
     } else if (key == "fabricscope.stall") {
@@ -84,6 +86,8 @@ void ApplyWellKnown(SpanKind explicit_kind, const SpanKindClassifier& classifier
       if (span->rdma_port == 0 && absl::SimpleAtoi(value, &port)) span->rdma_port = port;
     } else if (key == "network.interface.name") {
       if (span->netdev.empty()) span->netdev = value;
+    } else if (key == "process.pid") {
+      if (span->pid == 0) span->pid = ParseProcessPid(value);
     }
   }
   if (explicit_kind != SpanKind::kUnspecified) {
@@ -228,6 +232,7 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
   out->rdma_port = in.rdma_port();
   out->netdev = in.network_interface_name();
   out->gpu.clear();
+  out->pid = 0;
   out->stall_flag = in.stall();
   out->protocol = "native";
   ApplyWellKnown(FromNativeKind(in.kind()), *ctx.classifier, out);
@@ -238,7 +243,9 @@ OtlpResourceInfo ConvertOtlpResource(const opentelemetry::proto::resource::v1::R
                                      const IngestLimits& limits) {
   OtlpResourceInfo info;
   for (const otlp_common::KeyValue& kv : resource.attributes()) {
-    if (kv.key() != "host.name" && kv.key() != "service.name") continue;
+    if (kv.key() != "host.name" && kv.key() != "service.name" && kv.key() != "process.pid") {
+      continue;
+    }
     if (!ConvertOtlpAttribute(kv, limits, &info.kept)) info.too_large = true;
   }
   return info;
@@ -257,8 +264,9 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   }
   if (resource.too_large) {
     if (detail) {
-      *detail = absl::StrCat("a resource attribute (host.name/service.name) is longer than ",
-                             limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
+      *detail =
+          absl::StrCat("a resource attribute (host.name/service.name/process.pid) is longer than ",
+                       limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
     }
     return RejectReason::kAttributeTooLarge;
   }
@@ -280,6 +288,7 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   out->rdma_port = 0;
   out->netdev.clear();
   out->gpu.clear();
+  out->pid = 0;
   out->stall_flag = false;
   out->protocol = "otlp";
   ApplyWellKnown(SpanKind::kUnspecified, *ctx.classifier, out);

@@ -12,6 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
+
 namespace fabricscope {
 
 enum class SpanKind : uint8_t {
@@ -49,10 +52,24 @@ struct Span {
   // above, the correlator scopes the span to the RDMA ports nearest that GPU
   // on the PCI tree (daemon/correlate/correlator.h).
   std::string gpu;
+  // The process that ran the span's work (OpenTelemetry's process.pid, a
+  // resource attribute every SDK sets, or a span attribute; native spans: the
+  // attribute process.pid), 0 when absent or not a positive decimal. The
+  // correlator judges the span against that process's own QP counters first
+  // (daemon/correlate/process_scope.h).
+  uint32_t pid = 0;
   // Explicit stall flag (attribute fabricscope.stall=true).
   bool stall_flag = false;
   // Which protocol delivered it: "native" or "otlp".
   std::string protocol;
 };
+
+// Span::pid from the value of a process.pid attribute (OTLP renders an int
+// value as decimal; a string value is taken as written): a decimal in
+// [1, 2^32-1], surrounding whitespace allowed; anything else is 0 (absent).
+inline uint32_t ParseProcessPid(absl::string_view value) {
+  uint32_t pid = 0;
+  return absl::SimpleAtoi(value, &pid) ? pid : 0;
+}
 
 }  // namespace fabricscope

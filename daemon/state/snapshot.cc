@@ -368,10 +368,12 @@ bool DecodeSpan(absl::string_view payload, Span* s) {
   // The GPU hint is not a record field (format version 1 predates it): it is
   // the fabricscope.gpu attribute, which the record holds.
   s->gpu.clear();
+  s->pid = 0;
   for (const auto& [k, v] : s->attributes) {
-    if (k == "fabricscope.gpu") {
+    if (k == "fabricscope.gpu" && s->gpu.empty()) {
       s->gpu = std::string(absl::StripAsciiWhitespace(v));
-      break;
+    } else if (k == "process.pid" && s->pid == 0) {
+      s->pid = ParseProcessPid(v);  // likewise the process.pid attribute
     }
   }
   return r.ok() && r.done() && s->end_unix_nano >= s->start_unix_nano;

@@ -23,6 +23,7 @@
 #include "collectors/rdma_sysfs_collector.h"
 #include "core/clock.h"
 #include "core/metrics.h"
+#include "daemon/correlate/correlator.h"
 #include "exporters/prometheus_exporter.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
@@ -136,6 +137,21 @@ class RdmaNetlinkTest : public ::testing::Test {
   }
   std::string SelfMetrics() {
     return prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  }
+  // What /metrics shows: the store's families, then the self-metrics.
+  std::string Exposition() {
+    return prometheus::TextSerializer().Serialize(RenderStoreFamilies(store_, &ports_, ts_)) +
+           SelfMetrics();
+  }
+  // The per-process series in the store: all, and those present (exported).
+  std::pair<size_t, size_t> ProcessSeries() {
+    size_t all = 0, present = 0;
+    for (const SeriesSnapshot& s : store_.Snapshot()) {
+      if (s.key->source != "rdma_process") continue;
+      ++all;
+      present += s.state.present ? 1 : 0;
+    }
+    return {all, present};
   }
   bool Has(const std::string& text, const std::string& line) {
     return text.find(line + "\n") != std::string::npos;
@@ -411,28 +427,173 @@ TEST_F(RdmaNetlinkTest, PerProcessCountersAreBoundedTopKWithTheRestAsOther) {
   objects.push_back({.id = 200, .pid = 0, .counters = {{"out_of_sequence", 9999}}});  // kernel
   kernel_.SetQpCounters("mlx5_0", 1, objects);
   Tick(Tier::kMedium);
-  std::string m = SelfMetrics();
+  std::string m = Exposition();
   const std::string fam = "fabricscope_rdma_process_qp_counter{";
   EXPECT_EQ(CountLines(m, fam), 6 * 6) << m;  // 5 processes + other, 6 counters each
-  EXPECT_TRUE(Has(m, fam + "counter=\"out_of_sequence\",device=\"mlx5_0\",pid=\"107\",port=\"1\","
-                           "process=\"worker107\"} 70"))
+  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"worker107\",pid=\"107\","
+                           "counter=\"out_of_sequence\"} 70"))
       << m;
-  EXPECT_TRUE(Has(m, fam + "counter=\"out_of_sequence\",device=\"mlx5_0\",pid=\"\",port=\"1\","
-                           "process=\"other\"} 30"));  // 101 + 102
+  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\","
+                           "counter=\"out_of_sequence\"} 30"));  // 101 + 102
   EXPECT_TRUE(Has(
       m,
       fam +
-          "counter=\"packet_seq_err\",device=\"mlx5_0\",pid=\"\",port=\"1\",process=\"other\"} 2"));
+          "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\",counter=\"packet_seq_err\"} 2"));
   EXPECT_EQ(m.find("worker101"), std::string::npos);
-  EXPECT_EQ(CountLines(m, fam + "counter=\"req_cqe_error\""), 0) << "only the ranking counters";
+  std::istringstream exposition(m);
+  for (std::string line; std::getline(exposition, line);) {
+    if (line.rfind(fam, 0) == 0) {
+      EXPECT_EQ(line.find("req_cqe_error"), std::string::npos) << "only the ranking counters";
+    }
+  }
 
   // Processes go away: their series go with them.
   objects.resize(2);
   kernel_.SetQpCounters("mlx5_0", 1, objects);
   Tick(Tier::kMedium);
-  m = SelfMetrics();
+  m = Exposition();
   EXPECT_EQ(CountLines(m, fam), 2 * 6) << m;
   EXPECT_EQ(m.find("process=\"other\"}"), std::string::npos);
+  // Kept in the store per process: the gone ones absent, their samples kept
+  // (101 and 102, summed into `other` before, have series of their own now).
+  EXPECT_EQ(ProcessSeries(), std::make_pair(size_t{8 * 6}, size_t{2 * 6}));
+  auto gone = store_.Find({"rdma_process", "out_of_sequence@107/worker107", "mlx5_0", 1, ""});
+  ASSERT_TRUE(gone.has_value());
+  EXPECT_FALSE(store_.Get(*gone)->state.present);
+  EXPECT_EQ(store_.ReadRange(*gone, 0, ts_).size(), 1u);
+  EXPECT_EQ(store_.ReadRange(*gone, 0, ts_).back().value, 70u);
+}
+
+// Many processes: the store keeps the top 5 per port and `other`, and pid
+// churn registers at most the lifetime bound (the rest is summed into other).
+TEST_F(RdmaNetlinkTest, PerProcessStoreSeriesStayBoundedWithManyPids) {
+  options_.rdma_per_process = true;
+  options_.proc_root = root_ + "/proc";  // no comm files: "unknown"
+  kernel_.SetPrivileged(true);
+  Make();
+  netlink_->set_max_process_store_series_for_test(60);
+  std::vector<FakeRdmaQpCounter> objects;
+  for (uint32_t pid = 1000; pid < 1300; ++pid) {
+    objects.push_back({.id = pid, .pid = pid, .counters = {{"out_of_sequence", pid}}});
+  }
+  kernel_.SetQpCounters("mlx5_0", 1, objects);
+  Tick(Tier::kMedium);
+  EXPECT_EQ(ProcessSeries(), std::make_pair(size_t{6 * 6}, size_t{6 * 6}));
+  std::string m = Exposition();
+  const std::string fam = "fabricscope_rdma_process_qp_counter{";
+  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"unknown\",pid=\"1299\","
+                           "counter=\"out_of_sequence\"} 1299"))
+      << m;
+  // 1000..1294 summed.
+  EXPECT_TRUE(Has(m, fam +
+                         "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\","
+                         "counter=\"out_of_sequence\"} " +
+                         std::to_string((1000 + 1294) * 295 / 2)))
+      << m;
+
+  // Churn: every tick five new processes take the top.
+  uint32_t next = 5000;
+  for (int tick = 0; tick < 20; ++tick) {
+    for (int i = 0; i < 5; ++i, ++next) {
+      objects.push_back({.id = next, .pid = next, .counters = {{"out_of_sequence", next}}});
+    }
+    kernel_.SetQpCounters("mlx5_0", 1, objects);
+    Tick(Tier::kMedium);
+    const auto [all, present] = ProcessSeries();
+    EXPECT_LE(all, 60u + 6u) << "tick " << tick;  // the bound, plus the port's `other`
+    EXPECT_LE(present, 6u * 6u) << "tick " << tick;
+    EXPECT_GE(present, 6u) << "tick " << tick;  // at least `other`
+  }
+  m = Exposition();
+  EXPECT_NE(m.find("fabricscope_rdma_process_series_dropped_total "), std::string::npos);
+  EXPECT_EQ(m.find("fabricscope_rdma_process_series_dropped_total 0\n"), std::string::npos) << m;
+  // Every process's counters are still in the port's sum.
+  uint64_t total = 0;
+  for (const auto& o : objects) total += o.counters[0].value;
+  uint64_t exported = 0;
+  for (const SeriesSnapshot& s : store_.Snapshot()) {
+    if (s.key->source == "rdma_process" && s.state.present &&
+        s.signal->Label("counter") == "out_of_sequence") {
+      exported += s.state.last_raw;
+    }
+  }
+  EXPECT_EQ(exported, total);
+}
+
+// A span that names its process (process.pid) is judged against that
+// process's own QP counters first: the fake kernel's counter object of pid
+// 4242 moves by 340 out-of-sequence events inside the span while the port's
+// own counters stay flat.
+TEST_F(RdmaNetlinkTest, SpanWithProcessPidGetsTheProcessScopedVerdict) {
+  options_.rdma_per_process = true;
+  options_.proc_root = root_ + "/proc";
+  WriteFile(root_ + "/proc/4242/comm", "vllm_worker\n");
+  WriteFile(root_ + "/proc/5151/comm", "other_worker\n");
+  kernel_.SetPrivileged(true);
+  Make();
+  auto objects = [](uint64_t oos_4242) {
+    return std::vector<FakeRdmaQpCounter>{
+        {.id = 1, .pid = 4242, .counters = {{"out_of_sequence", oos_4242}, {"packet_seq_err", 3}}},
+        {.id = 2, .pid = 5151, .counters = {{"out_of_sequence", 900}}},
+    };
+  };
+  kernel_.SetQpCounters("mlx5_0", 1, objects(1000));
+  auto step = [&] {
+    Tick(Tier::kHot);
+    Tick(Tier::kMedium);
+  };
+  for (int i = 0; i < 30; ++i) step();  // baseline: nothing moves
+  const int64_t t0 = ts_ + 1;
+  step();
+  kernel_.SetQpCounters("mlx5_0", 1, objects(1340));
+  step();
+  step();
+  const int64_t t1 = ts_ + 1;
+  for (int i = 0; i < 3; ++i) step();
+
+  Correlator correlator(&store_, &ports_, CorrelationOptions{}, StallPolicy{});
+  auto span = [&](uint32_t pid) {
+    Span s;
+    s.name = "decode_step";
+    s.start_unix_nano = t0;
+    s.end_unix_nano = t1;
+    s.pid = pid;
+    return correlator.Correlate(s);
+  };
+  const SpanCorrelation without = span(0);
+  EXPECT_EQ(without.reason.find("this process"), std::string::npos) << without.reason;
+  for (const SeriesCorrelation& s : without.series) EXPECT_NE(s.source, "rdma_process");
+
+  const SpanCorrelation mine = span(4242);
+  EXPECT_EQ(mine.verdict, Verdict::kFabric) << mine.reason;
+  EXPECT_EQ(mine.reason.rfind("this process's QPs: out_of_sequence +340 (mlx5_0/1) [pid 4242 "
+                              "vllm_worker]; ports: ",
+                              0),
+            0u)
+      << mine.reason;
+  EXPECT_NE(mine.reason.find(without.reason), std::string::npos);
+  ASSERT_FALSE(mine.Anomalous().empty());
+  EXPECT_EQ(mine.series[0].source, "rdma_process");
+  EXPECT_EQ(mine.series[0].counter, "out_of_sequence");
+  EXPECT_NEAR(mine.series[0].stats.delta, 340, 1e-6);
+  for (const SeriesCorrelation& s : mine.Anomalous()) {
+    EXPECT_NE(s.counter, "packet_seq_err") << "did not move";
+  }
+
+  // Another process on the same port, and a pid without series: as without.
+  for (uint32_t pid : {5151u, 777u}) {
+    const SpanCorrelation other = span(pid);
+    EXPECT_EQ(other.verdict, without.verdict) << pid;
+    EXPECT_EQ(other.reason, without.reason) << pid;
+    EXPECT_EQ(other.series.size(), without.series.size()) << pid;
+  }
+  // A span scoped to another port does not see the process's series.
+  Span elsewhere;
+  elsewhere.start_unix_nano = t0;
+  elsewhere.end_unix_nano = t1;
+  elsewhere.pid = 4242;
+  elsewhere.rdma_device = "mlx5_9";
+  EXPECT_EQ(correlator.Correlate(elsewhere).reason.find("this process"), std::string::npos);
 }
 
 TEST_F(RdmaNetlinkTest, PerProcessWithoutThePrivilegeIsReportedOnce) {

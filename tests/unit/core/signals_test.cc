@@ -62,6 +62,26 @@ TEST(SignalsTest, NetdevDirectionFromTheName) {
   EXPECT_EQ(s->Label("netdev"), "eth0");
 }
 
+// rdma_netlink's per-process series: COUNTER@PID/COMM and COUNTER@other.
+TEST(SignalsTest, PerProcessQpCounterNames) {
+  auto s = MapCounter({"rdma_process", "out_of_sequence@4242/vllm: w/1 @x", "mlx5_0", 1, ""});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->family->name, "fabricscope_rdma_process_qp_counter");
+  EXPECT_EQ(s->semantics.kind, CounterKind::kGauge);
+  EXPECT_EQ(s->Label("counter"), "out_of_sequence");
+  EXPECT_EQ(s->Label("pid"), "4242");
+  EXPECT_EQ(s->Label("process"), "vllm: w/1 @x");
+  EXPECT_EQ(s->Label("device"), "mlx5_0");
+  EXPECT_EQ(s->Label("port"), "1");
+  auto o = MapCounter({"rdma_process", "packet_seq_err@other", "mlx5_0", 1, ""});
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->Label("counter"), "packet_seq_err");
+  EXPECT_EQ(o->Label("pid"), "");
+  EXPECT_EQ(o->Label("process"), "other");
+  EXPECT_FALSE(MapCounter({"rdma_process", "out_of_sequence", "mlx5_0", 1, ""}).has_value());
+  EXPECT_FALSE(MapCounter({"rdma_process", "out_of_sequence@x/y", "mlx5_0", 1, ""}).has_value());
+}
+
 TEST(SignalsTest, UnknownIsNullopt) {
   EXPECT_FALSE(MapCounter({"counters", "not_a_counter", "x", 1, ""}).has_value());
   EXPECT_FALSE(MapCounter({"nosuchsource", "rx_bytes", "", 0, "x"}).has_value());

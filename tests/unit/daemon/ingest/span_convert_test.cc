@@ -200,10 +200,11 @@ TEST_F(SpanConvertTest, OtlpSpanWithResource) {
   otlp_resource::Resource resource;
   AddAttr(resource.mutable_attributes(), "service.name", "vllm");
   AddAttr(resource.mutable_attributes(), "host.name", "gpu-node-7");
-  AddAttr(resource.mutable_attributes(), "process.pid", "1234");  // not kept
+  AddAttr(resource.mutable_attributes(), "process.pid", "1234");
+  AddAttr(resource.mutable_attributes(), "process.runtime.name", "CPython");  // not kept
   OtlpResourceInfo info = ConvertOtlpResource(resource, limits_);
   EXPECT_FALSE(info.too_large);
-  ASSERT_EQ(info.kept.size(), 2u);
+  ASSERT_EQ(info.kept.size(), 3u);
 
   otlp_trace::Span in = OtlpSpan();
   in.set_parent_span_id(Bytes(8, '\x0c'));
@@ -237,8 +238,65 @@ TEST_F(SpanConvertTest, OtlpSpanWithResource) {
   EXPECT_EQ(Attr(out, "gen_ai.usage.output_tokens"), "17");
   EXPECT_EQ(Attr(out, "service.name"), "vllm");
   EXPECT_EQ(Attr(out, "host.name"), "gpu-node-7");
-  EXPECT_EQ(Attr(out, "process.pid"), "<absent>");
-  EXPECT_EQ(out.attributes.size(), 6u);
+  EXPECT_EQ(Attr(out, "process.pid"), "1234");
+  EXPECT_EQ(Attr(out, "process.runtime.name"), "<absent>");
+  EXPECT_EQ(out.pid, 1234u);
+  EXPECT_EQ(out.attributes.size(), 7u);
+}
+
+// process.pid (OpenTelemetry's resource attribute; an int in every SDK, a
+// string from some exporters) becomes Span::pid over both protocols.
+TEST_F(SpanConvertTest, ProcessPidFromTheResourceOrTheSpanOverBothProtocols) {
+  auto resource_with = [&](auto set) {
+    otlp_resource::Resource resource;
+    auto* kv = resource.mutable_attributes()->Add();
+    kv->set_key("process.pid");
+    set(kv->mutable_value());
+    return ConvertOtlpResource(resource, limits_);
+  };
+  Span out;
+  out.pid = 99;  // a reused Span does not keep an old pid
+  ASSERT_EQ(ConvertOtlpSpan(OtlpSpan(),
+                            resource_with([](otlp_common::AnyValue* v) { v->set_int_value(4242); }),
+                            ctx_, &out, nullptr),
+            RejectReason::kNone);
+  EXPECT_EQ(out.pid, 4242u);
+  EXPECT_EQ(Attr(out, "process.pid"), "4242");
+  ASSERT_EQ(ConvertOtlpSpan(OtlpSpan(), resource_with([](otlp_common::AnyValue* v) {
+                              v->set_string_value(" 77 ");
+                            }),
+                            ctx_, &out, nullptr),
+            RejectReason::kNone);
+  EXPECT_EQ(out.pid, 77u);
+  for (auto bad : {+[](otlp_common::AnyValue* v) { v->set_int_value(-5); },
+                   +[](otlp_common::AnyValue* v) { v->set_int_value(int64_t{1} << 40); },
+                   +[](otlp_common::AnyValue* v) { v->set_string_value("worker-3"); },
+                   +[](otlp_common::AnyValue* v) { v->set_int_value(0); }}) {
+    ASSERT_EQ(ConvertOtlpSpan(OtlpSpan(), resource_with(bad), ctx_, &out, nullptr),
+              RejectReason::kNone);
+    EXPECT_EQ(out.pid, 0u) << Attr(out, "process.pid");
+  }
+  ASSERT_EQ(ConvertOtlpSpan(OtlpSpan(), OtlpResourceInfo{}, ctx_, &out, nullptr),
+            RejectReason::kNone);
+  EXPECT_EQ(out.pid, 0u);
+  // A span attribute wins over the resource's.
+  otlp_trace::Span in = OtlpSpan();
+  AddAttr(in.mutable_attributes(), "process.pid", "31");
+  ASSERT_EQ(
+      ConvertOtlpSpan(in, resource_with([](otlp_common::AnyValue* v) { v->set_int_value(4242); }),
+                      ctx_, &out, nullptr),
+      RejectReason::kNone);
+  EXPECT_EQ(out.pid, 31u);
+
+  // Native spans: the attribute.
+  v1::Span native = NativeSpan();
+  auto* a = native.add_attributes();
+  a->set_key("process.pid");
+  a->set_value("4242");
+  ASSERT_EQ(ConvertNativeSpan(native, ctx_, &out, nullptr), RejectReason::kNone);
+  EXPECT_EQ(out.pid, 4242u);
+  ASSERT_EQ(ConvertNativeSpan(NativeSpan(), ctx_, &out, nullptr), RejectReason::kNone);
+  EXPECT_EQ(out.pid, 0u);
 }
 
 TEST_F(SpanConvertTest, GpuHintFromTheAttributeOverBothProtocols) {

@@ -55,6 +55,10 @@ Span MakeSpan(uint8_t trace, uint8_t id, int64_t t0, int64_t t1) {
     s.attributes.emplace_back("fabricscope.gpu", "1b:00.0");
     s.gpu = "1b:00.0";
   }
+  if (id % 2 == 1) {  // a process: restored from its attribute
+    s.attributes.emplace_back("process.pid", "4242");
+    s.pid = 4242;
+  }
   s.rdma_device = "mlx5_0";
   s.rdma_port = 1;
   s.netdev = "eth0";
@@ -194,6 +198,7 @@ TEST_F(SnapshotTest, RoundTripRestoresSamplesStateSpansAndEvents) {
     EXPECT_EQ(b[i]->rdma_port, a[i]->rdma_port);
     EXPECT_EQ(b[i]->netdev, a[i]->netdev);
     EXPECT_EQ(b[i]->gpu, a[i]->gpu);
+    EXPECT_EQ(b[i]->pid, a[i]->pid);
     EXPECT_EQ(b[i]->stall_flag, a[i]->stall_flag);
     EXPECT_EQ(b[i]->protocol, a[i]->protocol);
   }

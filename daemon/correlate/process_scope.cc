@@ -1,0 +1,91 @@
+#include "daemon/correlate/process_scope.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace fabricscope {
+namespace {
+
+// "+340", "+0.5": the delta as an operator reads it.
+std::string DeltaText(double delta) {
+  if (delta >= 1) return absl::StrCat("+", static_cast<int64_t>(std::llround(delta)));
+  return absl::StrFormat("+%.2g", delta);
+}
+
+}  // namespace
+
+ProcessScopeResult CorrelateProcess(const Store& store, absl::Span<const SeriesSnapshot> all,
+                                    const SpanScope& scope, const Span& span,
+                                    const CorrelationOptions& options) {
+  ProcessScopeResult out;
+  if (span.pid == 0) return out;
+  const std::string pid = absl::StrCat(span.pid);
+  const int64_t t0 = span.start_unix_nano;
+  const int64_t t1 = std::max(span.end_unix_nano, span.start_unix_nano);
+  const int64_t baseline_ns = absl::ToInt64Nanoseconds(options.baseline_window);
+  const int64_t gap_ns = absl::ToInt64Nanoseconds(options.max_sample_gap);
+  const double floor = options.floors[static_cast<int>(SignalClass::kRetransmits)];
+  constexpr CounterSemantics kSums{CounterKind::kCounter64, 64};
+  std::string process;  // the process name as the series label it
+  for (const SeriesSnapshot& snap : all) {
+    if (snap.key == nullptr || snap.signal == nullptr) continue;
+    if (snap.key->source != kProcessSeriesSource || snap.signal->Label("pid") != pid) continue;
+    if (!scope.Contains(*snap.key)) continue;
+    const std::vector<Sample> samples =
+        store.ReadRange(snap.id, t0 - baseline_ns - gap_ns, t1 + gap_ns);
+    if (samples.empty()) continue;  // an earlier process with this pid
+    ++out.series;
+    SeriesCorrelation sc;
+    sc.stats = ComputeWindowStats(kSums, snap.signal->scale, samples, t0, t1, baseline_ns, gap_ns);
+    const double threshold = std::max(floor, options.rate_factor * sc.stats.baseline_rate);
+    sc.score = sc.stats.rate / threshold;
+    sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0;
+    if (!sc.anomalous) continue;
+    sc.id = snap.id;
+    sc.signal = snap.signal->name;
+    sc.signal_class = SignalClass::kRetransmits;
+    sc.source = snap.key->source;
+    sc.raw_name = snap.key->name;
+    sc.device = snap.key->device;
+    sc.port = snap.key->port;
+    sc.netdev = snap.key->netdev;
+    sc.counter = std::string(snap.signal->Label("counter"));
+    if (process.empty()) process = std::string(snap.signal->Label("process"));
+    out.anomalous.push_back(std::move(sc));
+  }
+  if (out.anomalous.empty()) return out;
+  std::stable_sort(
+      out.anomalous.begin(), out.anomalous.end(),
+      [](const SeriesCorrelation& a, const SeriesCorrelation& b) { return a.score > b.score; });
+  constexpr size_t kShown = 3;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < out.anomalous.size() && i < kShown; ++i) {
+    const SeriesCorrelation& s = out.anomalous[i];
+    parts.push_back(
+        absl::StrCat(s.counter, " ", DeltaText(s.stats.delta), " (", s.device, "/", s.port, ")"));
+  }
+  out.reason = absl::StrCat("this process's QPs: ", absl::StrJoin(parts, ", "));
+  if (out.anomalous.size() > kShown) {
+    absl::StrAppend(&out.reason, " and ", out.anomalous.size() - kShown, " more");
+  }
+  absl::StrAppend(&out.reason, " [pid ", pid, process.empty() ? "" : absl::StrCat(" ", process),
+                  "]");
+  return out;
+}
+
+void ApplyProcessScope(ProcessScopeResult process, SpanCorrelation* out) {
+  if (process.anomalous.empty()) return;
+  out->reason = absl::StrCat(process.reason, "; ports: ", out->reason);
+  out->verdict = Verdict::kFabric;
+  std::vector<SeriesCorrelation> series = std::move(process.anomalous);
+  series.reserve(series.size() + out->series.size());
+  for (SeriesCorrelation& s : out->series) series.push_back(std::move(s));
+  out->series = std::move(series);
+}
+
+}  // namespace fabricscope
