@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -270,6 +271,51 @@ class DedupFamily {
   absl::flat_hash_map<Key, uint32_t> index_;
 };
 
+// The render is bound by memory latency: every series' signal (and its
+// label values, which the lines are written from) is its own heap object. A
+// loop over series asks for the signal `kPrefetchAhead` * 2 series ahead and
+// for its label values `kPrefetchAhead` ahead (by then the signal is in
+// cache); the aggregate families' loops ask for their label values ahead.
+constexpr size_t kPrefetchAhead = 8;
+inline void PrefetchSignal(const Signal* sig) {
+  __builtin_prefetch(sig);
+  __builtin_prefetch(reinterpret_cast<const char*>(sig) + 64);
+}
+// The label values an aggregate sample is written from (the signal label
+// and the placement labels live in the signal's label values).
+inline void PrefetchKey(const std::array<absl::string_view, 6>& key) {
+  __builtin_prefetch(key[0].data());
+  __builtin_prefetch(key[1].data());
+  __builtin_prefetch(key[5].data());
+}
+inline void PrefetchLabelValues(const Signal* sig) {
+  const char* values = reinterpret_cast<const char*>(sig->label_values.data());
+  __builtin_prefetch(values);
+  __builtin_prefetch(values + 64);
+  __builtin_prefetch(values + 128);
+}
+
+// Bytes that stay where they are written until the arena goes (string_views
+// into it stay valid while it grows), in blocks of 64 KiB.
+class TextArena {
+ public:
+  // Room for `n` bytes.
+  char* Allocate(size_t n) {
+    if (blocks_.empty() || used_ + n > size_) {
+      size_ = std::max<size_t>(64 * 1024, n);
+      blocks_.push_back(std::unique_ptr<char[]>(new char[size_]));  // not zeroed
+      used_ = 0;
+    }
+    char* p = blocks_.back().get() + used_;
+    used_ += n;
+    return p;
+  }
+
+ private:
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t size_ = 0, used_ = 0;
+};
+
 // The series of fabricscope_peak_rate_per_second and
 // fabricscope_microbursts_total, which share their label set: one entry per
 // label set (the same signal from two sources merges: peaks with max,
@@ -441,82 +487,97 @@ template <typename Sink>
 void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory, int64_t now_ns,
                         Sink* sink) {
   const std::vector<SeriesSnapshot> snap = store.Snapshot();
-  auto exported = [](const SeriesSnapshot& s) {
-    return s.state.has_value && s.state.present && s.signal->family != nullptr;
-  };
 
-  // The signal families: their series in snapshot order, per family.
+  // One pass over the snapshot (each series' key and signal live in their
+  // own heap objects: a pass that touches them all is cache misses, so
+  // everything is gathered here): the signal families' series, the aggregate
+  // families, and which series the saturation and reset families list.
   struct Group {
     const MetricSpec* spec;
-    std::vector<uint32_t> members;
+    size_t n = 0;                              // its series
     std::unique_ptr<const SpecLayout> layout;  // made for the first counter series
   };
   std::vector<Group> groups;
   absl::flat_hash_map<const MetricSpec*, uint32_t> group_of;
-  // The `signal` label of every counter series: the signal's name, or (when
-  // the family has other labels) a string in `signal_text`.
-  struct CounterSeries {
-    uint32_t snap;
-    const SpecLayout* layout;
-    uint32_t text_at, text_len;  // text_len 0: the signal's name
-  };
-  std::vector<CounterSeries> counters;
-  std::string signal_text;
-  size_t saturated_n = 0, resets_n = 0;
-  for (uint32_t i = 0; i < snap.size(); ++i) {
-    const SeriesSnapshot& s = snap[i];
-    if (!exported(s)) continue;
-    const MetricSpec* spec = s.signal->family;
-    auto [git, new_group] = group_of.try_emplace(spec, static_cast<uint32_t>(groups.size()));
-    if (new_group) groups.push_back({spec, {}});
-    Group& group = groups[git->second];
-    group.members.push_back(i);
-    if (s.signal->semantics.kind == CounterKind::kSaturating) ++saturated_n;
-    if (s.state.resets > 0) ++resets_n;
-    if (s.signal->semantics.kind == CounterKind::kGauge) continue;
-    if (group.layout == nullptr) group.layout = std::make_unique<const SpecLayout>(*spec);
-    const SpecLayout& layout = *group.layout;
-    CounterSeries c{i, &layout, 0, 0};
-    for (int l : layout.extra) {
-      if (static_cast<size_t>(l) >= s.signal->label_values.size()) break;
-      const std::string& v = s.signal->label_values[l];
-      if (v.empty()) continue;
-      if (c.text_len == 0) {
-        c.text_at = static_cast<uint32_t>(signal_text.size());
-        signal_text.append(s.signal->name);
-      }
-      signal_text.push_back(':');
-      signal_text.append(v);
-      c.text_len = static_cast<uint32_t>(signal_text.size() - c.text_at);
-    }
-    counters.push_back(c);
-  }
-
-  // The aggregate families. A peak is as of the series' last sample: stale
-  // once that is older than the window (plus one peak bucket), e.g. a series
-  // no longer polled.
+  constexpr uint32_t kNotExported = ~uint32_t{0};
+  std::vector<uint32_t> group_index(snap.size(), kNotExported);
+  std::vector<uint32_t> saturating, with_resets;  // snapshot indexes
+  // A peak is as of the series' last sample: stale once that is older than
+  // the window (plus one peak bucket), e.g. a series no longer polled.
   const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
   const int64_t stale_ns = window_ns + std::max<int64_t>(1'000'000'000, window_ns / 16);
   AggregateSeries aggregates;
+  aggregates.Reserve(snap.size());
   DedupFamily<3> pause_peaks(DedupFamily<3>::Merge::kMax);
-  aggregates.Reserve(counters.size());
-  for (const CounterSeries& c : counters) {
-    const SeriesSnapshot& s = snap[c.snap];
+  TextArena signal_text;  // `signal` labels longer than the signal's name
+  const MetricSpec* last_spec = nullptr;
+  uint32_t last_group = 0;
+  for (uint32_t i = 0; i < snap.size(); ++i) {
+    if (i + 2 * kPrefetchAhead < snap.size()) PrefetchSignal(snap[i + 2 * kPrefetchAhead].signal);
+    if (i + kPrefetchAhead < snap.size()) PrefetchLabelValues(snap[i + kPrefetchAhead].signal);
+    const SeriesSnapshot& s = snap[i];
+    if (!s.state.has_value || !s.state.present) continue;
     const Signal& sig = *s.signal;
-    const AggregateSeries::Key key = {
-        c.text_len == 0 ? absl::string_view(sig.name)
-                        : absl::string_view(signal_text).substr(c.text_at, c.text_len),
-        c.layout->Placement(sig, 0),
-        c.layout->Placement(sig, 1),
-        c.layout->Placement(sig, 2),
-        c.layout->Placement(sig, 3),
-        c.layout->Placement(sig, 4)};
-    const bool fresh = now_ns - s.state.last_ts_ns <= stale_ns;
-    const bool peak = s.state.peak_valid && fresh;
+    const MetricSpec* spec = sig.family;
+    if (spec == nullptr) continue;
+    if (spec != last_spec) {  // series of one family are often registered together
+      auto [it, added] = group_of.try_emplace(spec, static_cast<uint32_t>(groups.size()));
+      if (added) groups.push_back({spec});
+      last_spec = spec;
+      last_group = it->second;
+    }
+    Group& group = groups[last_group];
+    group_index[i] = last_group;
+    ++group.n;
+    if (sig.semantics.kind == CounterKind::kSaturating) saturating.push_back(i);
+    if (s.state.resets > 0) with_resets.push_back(i);
+    if (sig.semantics.kind == CounterKind::kGauge) continue;
+
+    // A counter: its peak and microburst series.
+    if (group.layout == nullptr) group.layout = std::make_unique<const SpecLayout>(*spec);
+    const SpecLayout& layout = *group.layout;
+    size_t text_len = sig.name.size();
+    for (int l : layout.extra) {
+      if (static_cast<size_t>(l) >= sig.label_values.size()) break;
+      if (!sig.label_values[l].empty()) text_len += 1 + sig.label_values[l].size();
+    }
+    absl::string_view signal_label = sig.name;
+    if (text_len > sig.name.size()) {
+      char* p = signal_text.Allocate(text_len);
+      signal_label = absl::string_view(p, text_len);
+      std::memcpy(p, sig.name.data(), sig.name.size());
+      p += sig.name.size();
+      for (int l : layout.extra) {
+        if (static_cast<size_t>(l) >= sig.label_values.size()) break;
+        const std::string& v = sig.label_values[l];
+        if (v.empty()) continue;
+        *p++ = ':';
+        std::memcpy(p, v.data(), v.size());
+        p += v.size();
+      }
+    }
+    const AggregateSeries::Key key = {signal_label,
+                                      layout.Placement(sig, 0),
+                                      layout.Placement(sig, 1),
+                                      layout.Placement(sig, 2),
+                                      layout.Placement(sig, 3),
+                                      layout.Placement(sig, 4)};
+    const bool peak = s.state.peak_valid && now_ns - s.state.last_ts_ns <= stale_ns;
     if (peak && sig.name == "pfc_pause_seconds") {
       pause_peaks.Add({key[3], key[4], key[5]}, std::clamp(s.state.peak_rate, 0.0, 1.0));
     }
     aggregates.Add(key, static_cast<double>(s.state.microbursts), peak, s.state.peak_rate);
+  }
+  // The series of each signal family in snapshot order, all in one array
+  // (group g at members[begin[g]..begin[g+1])).
+  std::vector<uint32_t> begin(groups.size() + 1, 0);
+  for (size_t g = 0; g < groups.size(); ++g) begin[g + 1] = begin[g] + groups[g].n;
+  std::vector<uint32_t> members(begin.back());
+  {
+    std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
+    for (uint32_t i = 0; i < snap.size(); ++i) {
+      if (group_index[i] != kNotExported) members[next[group_index[i]]++] = i;
+    }
   }
 
   // Families in catalog (name) order, for a stable exposition; then the
@@ -561,9 +622,10 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
   std::sort(order.begin(), order.end(),
             [](const Entry& a, const Entry& b) { return a.spec->name < b.spec->name; });
 
-  sink->Reserve(snap.size() + counters.size() * 2 + saturated_n + resets_n + ports.size() +
-                topology.partners.size() + topology.ports.size() + topology.gpus.size() +
-                topology.affinity.size() + 5);
+  sink->Reserve(members.size() + aggregates.entries().size() + aggregates.peak_order().size() +
+                pause_peaks.entries().size() + saturating.size() + with_resets.size() +
+                ports.size() + topology.partners.size() + topology.ports.size() +
+                topology.gpus.size() + topology.affinity.size() + 5);
   std::vector<LabelView> labels;  // scratch for the signal families
   IntText port_text, num_text, num_text2;
   static constexpr absl::string_view kAggLabels[6] = {"signal", "device",   "port",
@@ -576,10 +638,15 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
   for (const Entry& e : order) {
     switch (e.kind) {
       case Kind::kSignal: {
-        const Group& g = groups[e.group];
-        const MetricSpec& spec = *g.spec;
-        sink->Begin(spec, g.members.size());
-        for (uint32_t i : g.members) {
+        const MetricSpec& spec = *groups[e.group].spec;
+        sink->Begin(spec, groups[e.group].n);
+        const uint32_t end = begin[e.group + 1];
+        for (uint32_t m = begin[e.group]; m < end; ++m) {
+          if (m + 2 * kPrefetchAhead < end)
+            PrefetchSignal(snap[members[m + 2 * kPrefetchAhead]].signal);
+          if (m + kPrefetchAhead < end)
+            PrefetchLabelValues(snap[members[m + kPrefetchAhead]].signal);
+          const uint32_t i = members[m];
           const SeriesSnapshot& s = snap[i];
           labels.clear();
           for (size_t l = 0; l < spec.labels.size(); ++l) {
@@ -653,9 +720,9 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
         sink->End();
         break;
       case Kind::kSaturated:
-        sink->Begin(*e.spec, saturated_n);
-        for (const SeriesSnapshot& s : snap) {
-          if (!exported(s) || s.signal->semantics.kind != CounterKind::kSaturating) continue;
+        sink->Begin(*e.spec, saturating.size());
+        for (uint32_t i : saturating) {
+          const SeriesSnapshot& s = snap[i];
           const LabelView l[] = {{"device", s.key->device},
                                  {"port", port_text.Port(s.key->port)},
                                  {"counter", s.key->name}};
@@ -664,9 +731,9 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
         sink->End();
         break;
       case Kind::kResets:
-        sink->Begin(*e.spec, resets_n);
-        for (const SeriesSnapshot& s : snap) {
-          if (!exported(s) || s.state.resets == 0) continue;
+        sink->Begin(*e.spec, with_resets.size());
+        for (uint32_t i : with_resets) {
+          const SeriesSnapshot& s = snap[i];
           const LabelView l[] = {{"source", s.key->source},
                                  {"device", s.key->device},
                                  {"port", port_text.Port(s.key->port)},
@@ -678,8 +745,11 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
         break;
       case Kind::kPeaks:
         sink->Begin(*e.spec, aggregates.peak_order().size());
-        for (uint32_t i : aggregates.peak_order()) {
-          const AggregateSeries::Entry& a = aggregates.entries()[i];
+        for (size_t n = 0; n < aggregates.peak_order().size(); ++n) {
+          if (n + kPrefetchAhead < aggregates.peak_order().size()) {
+            PrefetchKey(aggregates.entries()[aggregates.peak_order()[n + kPrefetchAhead]].key);
+          }
+          const AggregateSeries::Entry& a = aggregates.entries()[aggregates.peak_order()[n]];
           aggregate_sample(a.key, a.peak);
         }
         sink->End();
@@ -694,7 +764,11 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
         break;
       case Kind::kBursts:
         sink->Begin(*e.spec, aggregates.entries().size());
-        for (const AggregateSeries::Entry& a : aggregates.entries()) {
+        for (size_t n = 0; n < aggregates.entries().size(); ++n) {
+          if (n + kPrefetchAhead < aggregates.entries().size()) {
+            PrefetchKey(aggregates.entries()[n + kPrefetchAhead].key);
+          }
+          const AggregateSeries::Entry& a = aggregates.entries()[n];
           aggregate_sample(a.key, a.microbursts);
         }
         sink->End();
