@@ -206,8 +206,9 @@ bool IsPlacementLabel(absl::string_view l) {
 struct SpecLayout {
   static constexpr size_t kPlacement = 5;  // device, port, netdev, priority, direction
   int placement[kPlacement] = {-1, -1, -1, -1, -1};
-  // Label indexes other than the placement ones, in order: their values make
-  // the `signal` label (AggregateSignalLabel).
+  // Label indexes other than the placement ones, in order: the `signal`
+  // label of the aggregate families is the signal's name followed by
+  // ":<value>" for each of them that is not empty (`counter`, `reason`, ...).
   std::vector<int> extra;
 
   explicit SpecLayout(const MetricSpec& spec) {
@@ -228,18 +229,6 @@ struct SpecLayout {
                : absl::string_view();
   }
 };
-
-// The `signal` label of the aggregate families: the signal name plus the
-// values of the family's other labels (`counter`, `reason`, ...).
-std::string AggregateSignalLabel(const Signal& sig) {
-  std::string out = sig.name;
-  if (sig.family == nullptr) return out;
-  for (size_t i = 0; i < sig.family->labels.size() && i < sig.label_values.size(); ++i) {
-    if (IsPlacementLabel(sig.family->labels[i]) || sig.label_values[i].empty()) continue;
-    absl::StrAppend(&out, ":", sig.label_values[i]);
-  }
-  return out;
-}
 
 // One aggregate family without duplicate label sets: duplicates (the same
 // signal from two sources) merge with max (peaks) or sum (counters); samples

@@ -49,7 +49,8 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
 // `profile` applied (ApplyMetricsProfile), through `writer`: the bytes of
 // writer->WriteFamilies() of those families, without building them (labels
 // are written straight from the snapshot's keys and signals, no ClientMetric
-// or label strings per sample). What /metrics runs on every scrape.
+// or label strings per sample). What /metrics runs on every scrape. Reads
+// only a store snapshot: any number may run at once, beside the pollers.
 void WriteStoreFamilies(const Store& store, const PortInventory* ports, int64_t now_ns,
                         MetricsProfile profile, ExpositionWriter* writer);
 
