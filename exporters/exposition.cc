@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -116,23 +118,28 @@ Match BestMatch(const std::vector<MediaRange>& ranges, absl::string_view type,
 // absl::string_view is not std::string_view in every abseil build.
 inline void Put(std::string* out, absl::string_view v) { out->append(v.data(), v.size()); }
 
-void AppendDouble(double v, std::string* out) {
+// Longest text FormatDouble writes: %.16g of a double ("-1.234567890123456e-308").
+constexpr size_t kMaxDoubleChars = 32;
+
+// Writes `v` at `p` (room for kMaxDoubleChars) and returns the end.
+char* FormatDouble(double v, char* p) {
   if (std::isnan(v)) {
-    out->append("NaN");
-    return;
+    std::memcpy(p, "NaN", 3);
+    return p + 3;
   }
   if (std::isinf(v)) {
-    out->append(v > 0 ? "+Inf" : "-Inf");
-    return;
+    std::memcpy(p, v > 0 ? "+Inf" : "-Inf", 4);
+    return p + 4;
   }
-  char buf[40];
-  std::to_chars_result r;
   if (std::fabs(v) < 1e15 && v == std::trunc(v)) {
-    r = std::to_chars(buf, buf + sizeof(buf), static_cast<int64_t>(v));
-  } else {
-    r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general, 16);
+    return std::to_chars(p, p + kMaxDoubleChars, static_cast<int64_t>(v)).ptr;
   }
-  out->append(buf, r.ptr);
+  return std::to_chars(p, p + kMaxDoubleChars, v, std::chars_format::general, 16).ptr;
+}
+
+void AppendDouble(double v, std::string* out) {
+  char buf[kMaxDoubleChars];
+  out->append(buf, FormatDouble(v, buf));
 }
 
 void AppendInt(uint64_t v, std::string* out) {
@@ -166,24 +173,25 @@ void AppendHelp(absl::string_view v, bool escape_quotes, std::string* out) {
 }
 
 // `name{labels[,extra_name="extra_value"]} `; no braces without labels.
-void AppendSeries(absl::string_view name, absl::string_view suffix,
-                  const std::vector<prometheus::ClientMetric::Label>& labels,
-                  absl::string_view extra_name, const std::string* extra_value, std::string* out) {
+// `Label` has string `name` and `value` members (ClientMetric::Label,
+// LabelView).
+template <typename Label>
+void AppendSeries(absl::string_view name, absl::string_view suffix, const Label* labels,
+                  size_t n_labels, absl::string_view extra_name, const std::string* extra_value,
+                  std::string* out) {
   Put(out, name);
   Put(out, suffix);
-  if (!labels.empty() || extra_value != nullptr) {
+  if (n_labels > 0 || extra_value != nullptr) {
     out->push_back('{');
-    bool first = true;
-    for (const auto& l : labels) {
-      if (!first) out->push_back(',');
-      first = false;
-      out->append(l.name);
+    for (size_t i = 0; i < n_labels; ++i) {
+      if (i > 0) out->push_back(',');
+      Put(out, labels[i].name);
       out->append("=\"");
-      AppendLabelValue(l.value, out);
+      AppendLabelValue(labels[i].value, out);
       out->push_back('"');
     }
     if (extra_value != nullptr) {
-      if (!first) out->push_back(',');
+      if (n_labels > 0) out->push_back(',');
       Put(out, extra_name);
       out->append("=\"");
       out->append(*extra_value);
@@ -192,6 +200,12 @@ void AppendSeries(absl::string_view name, absl::string_view suffix,
     out->push_back('}');
   }
   out->push_back(' ');
+}
+
+void AppendSeries(absl::string_view name, absl::string_view suffix,
+                  const std::vector<prometheus::ClientMetric::Label>& labels,
+                  absl::string_view extra_name, const std::string* extra_value, std::string* out) {
+  AppendSeries(name, suffix, labels.data(), labels.size(), extra_name, extra_value, out);
 }
 
 void AppendTimestamp(int64_t timestamp_ms, ExpositionFormat format, std::string* out) {
@@ -240,43 +254,24 @@ void AppendExemplar(const Exemplar& e, std::string* out) {
   }
 }
 
-// Exemplar lookup key: family name, then the labels sorted by name.
-std::string ExemplarKey(absl::string_view family,
-                        const std::vector<prometheus::ClientMetric::Label>& labels) {
-  std::vector<const prometheus::ClientMetric::Label*> sorted;
-  sorted.reserve(labels.size());
-  for (const auto& l : labels) sorted.push_back(&l);
-  std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return *a < *b; });
+// Exemplar lookup key: family name, then the labels sorted by name (then
+// value).
+template <typename Label>
+std::string ExemplarKey(absl::string_view family, const Label* labels, size_t n_labels) {
+  absl::InlinedVector<LabelView, 12> sorted;
+  for (size_t i = 0; i < n_labels; ++i) sorted.push_back({labels[i].name, labels[i].value});
+  std::sort(sorted.begin(), sorted.end(), [](const LabelView& a, const LabelView& b) {
+    return a.name != b.name ? a.name < b.name : a.value < b.value;
+  });
   std::string key(family);
-  for (const auto* l : sorted) {
+  for (const LabelView& l : sorted) {
     key.push_back('\0');
-    key.append(l->name);
+    Put(&key, l.name);
     key.push_back('\0');
-    key.append(l->value);
+    Put(&key, l.value);
   }
   return key;
 }
-
-class ExemplarIndex {
- public:
-  explicit ExemplarIndex(const std::vector<SeriesExemplar>& exemplars) {
-    for (const SeriesExemplar& e : exemplars) {
-      if (ExemplarLabelChars(e.exemplar) > 128 || ExemplarLabelChars(e.exemplar) == 0) continue;
-      families_.insert(e.family);
-      by_series_[ExemplarKey(e.family, e.labels)] = &e.exemplar;
-    }
-  }
-  bool HasFamily(absl::string_view family) const { return families_.contains(family); }
-  const Exemplar* Find(absl::string_view family,
-                       const std::vector<prometheus::ClientMetric::Label>& labels) const {
-    auto it = by_series_.find(ExemplarKey(family, labels));
-    return it == by_series_.end() ? nullptr : it->second;
-  }
-
- private:
-  absl::flat_hash_set<std::string> families_;
-  absl::flat_hash_map<std::string, const Exemplar*> by_series_;
-};
 
 absl::string_view TypeName(prometheus::MetricType type, ExpositionFormat format) {
   switch (type) {
@@ -305,27 +300,33 @@ absl::string_view UnitOf(absl::string_view family) {
   return {};
 }
 
-void WriteFamily(const prometheus::MetricFamily& f, const ExemplarIndex& exemplars,
-                 ExpositionFormat format, std::string* out) {
+// The names a family's samples are written with.
+struct SampleName {
+  absl::string_view name;
+  absl::string_view suffix;  // "_total" for OpenMetrics counters
+};
+
+// The family's HELP, TYPE and (OpenMetrics) UNIT lines.
+SampleName WriteHeader(absl::string_view name, absl::string_view help, prometheus::MetricType type,
+                       ExpositionFormat format, std::string* out) {
   const bool om = format == ExpositionFormat::kOpenMetrics;
   // The name samples are written with, and the family's announced name.
-  absl::string_view sample_name = f.name;
-  absl::string_view family_name = f.name;
-  absl::string_view sample_suffix;
-  if (om && f.type == prometheus::MetricType::Counter) {
+  SampleName sample{name, {}};
+  absl::string_view family_name = name;
+  if (om && type == prometheus::MetricType::Counter) {
     if (absl::ConsumeSuffix(&family_name, "_total")) {
-      sample_name = family_name;
+      sample.name = family_name;
     }
-    sample_suffix = "_total";
+    sample.suffix = "_total";
   }
   out->append("# HELP ");
   Put(out, family_name);
   out->push_back(' ');
-  AppendHelp(f.help, om, out);
+  AppendHelp(help, om, out);
   out->append("\n# TYPE ");
   Put(out, family_name);
   out->push_back(' ');
-  Put(out, TypeName(f.type, format));
+  Put(out, TypeName(type, format));
   out->push_back('\n');
   if (om) {
     absl::string_view unit = UnitOf(family_name);
@@ -337,10 +338,18 @@ void WriteFamily(const prometheus::MetricFamily& f, const ExemplarIndex& exempla
       out->push_back('\n');
     }
   }
-  const bool with_exemplars = om && exemplars.HasFamily(f.name);
+  return sample;
+}
+
+template <typename Index>
+void WriteFamily(const prometheus::MetricFamily& f, const Index* exemplars, ExpositionFormat format,
+                 std::string* out) {
+  const auto [sample_name, sample_suffix] = WriteHeader(f.name, f.help, f.type, format, out);
+  const bool with_exemplars = exemplars != nullptr && exemplars->HasFamily(f.name);
   std::string le;
   for (const prometheus::ClientMetric& m : f.metric) {
-    const Exemplar* ex = with_exemplars ? exemplars.Find(f.name, m.label) : nullptr;
+    const Exemplar* ex =
+        with_exemplars ? exemplars->Find(f.name, m.label.data(), m.label.size()) : nullptr;
     switch (f.type) {
       case prometheus::MetricType::Counter:
         AppendSeries(sample_name, sample_suffix, m.label, {}, nullptr, out);
@@ -456,16 +465,132 @@ bool AcceptsGzip(absl::string_view accept_encoding) {
   return gzip_q >= 0 ? gzip_q > 0 : star_q > 0;
 }
 
+class ExpositionWriter::ExemplarIndex {
+ public:
+  explicit ExemplarIndex(const std::vector<SeriesExemplar>& exemplars) {
+    for (const SeriesExemplar& e : exemplars) {
+      if (ExemplarLabelChars(e.exemplar) > 128 || ExemplarLabelChars(e.exemplar) == 0) continue;
+      families_.insert(e.family);
+      by_series_[ExemplarKey(e.family, e.labels.data(), e.labels.size())] = &e.exemplar;
+    }
+  }
+  bool HasFamily(absl::string_view family) const { return families_.contains(family); }
+  template <typename Label>
+  const Exemplar* Find(absl::string_view family, const Label* labels, size_t n_labels) const {
+    auto it = by_series_.find(ExemplarKey(family, labels, n_labels));
+    return it == by_series_.end() ? nullptr : it->second;
+  }
+
+ private:
+  absl::flat_hash_set<std::string> families_;
+  absl::flat_hash_map<std::string, const Exemplar*> by_series_;
+};
+
+ExpositionWriter::ExpositionWriter(ExpositionFormat format,
+                                   const std::vector<SeriesExemplar>& exemplars, std::string* out)
+    : format_(format), out_(out) {
+  if (format == ExpositionFormat::kOpenMetrics && !exemplars.empty()) {
+    exemplars_ = std::make_unique<ExemplarIndex>(exemplars);
+  }
+}
+
+ExpositionWriter::~ExpositionWriter() = default;
+
+void ExpositionWriter::Reserve(size_t bytes) { out_->reserve(out_->size() + bytes); }
+
+void ExpositionWriter::WriteFamilies(const std::vector<prometheus::MetricFamily>& families) {
+  size_t samples = 0;
+  for (const auto& f : families) samples += f.metric.size();
+  Reserve(samples * 96 + families.size() * 160);
+  for (const auto& f : families) WriteFamily(f, exemplars_.get(), format_, out_);
+}
+
+void ExpositionWriter::BeginFamily(absl::string_view name, absl::string_view help,
+                                   prometheus::MetricType type) {
+  family_start_ = out_->size();
+  family_samples_ = 0;
+  type_ = type;
+  family_exemplars_ = exemplars_ != nullptr && type == prometheus::MetricType::Counter &&
+                      exemplars_->HasFamily(name);
+  if (family_exemplars_) family_.assign(name.data(), name.size());
+  const SampleName sample = WriteHeader(name, help, type, format_, out_);
+  // Views into `name`: the caller keeps it alive until EndFamily.
+  sample_name_ = sample.name;
+  sample_suffix_ = sample.suffix;
+}
+
+void ExpositionWriter::AddSample(const LabelView* labels, size_t n_labels, double value) {
+  ++family_samples_;
+  // The line is put together in a buffer on the stack and appended once (one
+  // capacity check and copy per line instead of one per piece); a line that
+  // might not fit goes the piecewise way. Same bytes either way.
+  constexpr size_t kLineBuffer = 1024;
+  size_t bound = sample_name_.size() + sample_suffix_.size() + 4 + kMaxDoubleChars;
+  for (size_t i = 0; i < n_labels && bound <= kLineBuffer; ++i) {
+    bound += labels[i].name.size() + 2 * labels[i].value.size() + 4;  // ,name="value"
+  }
+  if (bound > kLineBuffer) {
+    AppendSeries(sample_name_, sample_suffix_, labels, n_labels, {}, nullptr, out_);
+    AppendDouble(value, out_);
+  } else {
+    char buf[kLineBuffer];
+    char* p = buf;
+    auto put = [&p](absl::string_view v) {
+      std::memcpy(p, v.data(), v.size());
+      p += v.size();
+    };
+    put(sample_name_);
+    put(sample_suffix_);
+    if (n_labels > 0) {
+      *p++ = '{';
+      for (size_t i = 0; i < n_labels; ++i) {
+        if (i > 0) *p++ = ',';
+        put(labels[i].name);
+        *p++ = '=';
+        *p++ = '"';
+        for (const char c : labels[i].value) {  // AppendLabelValue
+          if (c == '\\' || c == '"') {
+            *p++ = '\\';
+            *p++ = c;
+          } else if (c == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+          } else {
+            *p++ = c;
+          }
+        }
+        *p++ = '"';
+      }
+      *p++ = '}';
+    }
+    *p++ = ' ';
+    p = FormatDouble(value, p);
+    out_->append(buf, p);
+  }
+  if (family_exemplars_) {
+    if (const Exemplar* ex = exemplars_->Find(family_, labels, n_labels); ex != nullptr) {
+      AppendExemplar(*ex, out_);
+    }
+  }
+  out_->push_back('\n');
+}
+
+size_t ExpositionWriter::EndFamily() {
+  if (family_samples_ == 0) out_->resize(family_start_);
+  family_exemplars_ = false;
+  return family_samples_;
+}
+
+void ExpositionWriter::Finish() {
+  if (format_ == ExpositionFormat::kOpenMetrics) out_->append("# EOF\n");
+}
+
 void WriteExposition(const std::vector<prometheus::MetricFamily>& families,
                      const std::vector<SeriesExemplar>& exemplars, ExpositionFormat format,
                      std::string* out) {
-  static const std::vector<SeriesExemplar> kNone;
-  const ExemplarIndex index(format == ExpositionFormat::kOpenMetrics ? exemplars : kNone);
-  size_t samples = 0;
-  for (const auto& f : families) samples += f.metric.size();
-  out->reserve(out->size() + samples * 96 + families.size() * 160);
-  for (const auto& f : families) WriteFamily(f, index, format, out);
-  if (format == ExpositionFormat::kOpenMetrics) out->append("# EOF\n");
+  ExpositionWriter writer(format, exemplars, out);
+  writer.WriteFamilies(families);
+  writer.Finish();
 }
 
 std::string Gzip(absl::string_view data) {
@@ -489,6 +614,13 @@ std::string Gzip(absl::string_view data) {
 ScrapeOutput RenderScrape(const std::vector<prometheus::MetricFamily>& families,
                           const std::vector<SeriesExemplar>& exemplars, absl::string_view accept,
                           absl::string_view accept_encoding) {
+  return RenderScrape(accept, accept_encoding, [&](ExpositionFormat format, std::string* body) {
+    WriteExposition(families, exemplars, format, body);
+  });
+}
+
+ScrapeOutput RenderScrape(absl::string_view accept, absl::string_view accept_encoding,
+                          absl::FunctionRef<void(ExpositionFormat, std::string*)> write_body) {
   ScrapeOutput o;
   const std::optional<ExpositionFormat> format = NegotiateFormat(accept);
   if (!format.has_value()) {
@@ -501,7 +633,7 @@ ScrapeOutput RenderScrape(const std::vector<prometheus::MetricFamily>& families,
   }
   o.content_type = std::string(*format == ExpositionFormat::kOpenMetrics ? kOpenMetricsContentType
                                                                          : kTextContentType);
-  WriteExposition(families, exemplars, *format, &o.body);
+  write_body(*format, &o.body);
   if (AcceptsGzip(accept_encoding)) {
     std::string z = Gzip(o.body);
     if (!z.empty()) {

@@ -2,9 +2,11 @@
 // 1.0.0, negotiated from the scrape's Accept header, gzip-compressed when
 // Accept-Encoding allows, with exemplars in OpenMetrics responses.
 //
-// Input is the data model the rest of the exporter already builds
-// (prometheus::MetricFamily: the self-metrics registry's Collect() and
-// RenderStoreFamilies()); prometheus-cpp's serializer is not used.
+// Input is either the data model of prometheus-cpp (prometheus::MetricFamily:
+// the self-metrics registry's Collect(), RenderStoreFamilies()) or samples
+// streamed one at a time through ExpositionWriter (what /metrics does for the
+// store's families: WriteStoreFamilies in exporters/prometheus_exporter.h);
+// prometheus-cpp's serializer is not used.
 //
 // Format rules (both formats):
 //  - Families in the order given, samples in the order given; HELP and TYPE
@@ -35,13 +37,17 @@
 //
 // Thread-safety: every function is pure (no shared state); RenderScrape never
 // changes its inputs, so any number of scrapers get the same answer.
+// ExpositionWriter is used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
@@ -92,6 +98,68 @@ void WriteExposition(const std::vector<prometheus::MetricFamily>& families,
                      const std::vector<SeriesExemplar>& exemplars, ExpositionFormat format,
                      std::string* out);
 
+// One label of a sample given to ExpositionWriter::AddSample: views that
+// need to stay valid only for the call.
+struct LabelView {
+  absl::string_view name;
+  absl::string_view value;
+};
+
+// Streams one exposition body into a string, family by family: whole
+// prometheus-cpp families (WriteFamilies, e.g. the self-metrics registry's),
+// or counter and gauge families one sample at a time (BeginFamily, AddSample,
+// EndFamily) straight from where the values live (the store snapshot: no
+// ClientMetric, label vector or string per sample). Either way the bytes are
+// those WriteExposition writes for the same families, exemplars included;
+// WriteExposition is this writer with WriteFamilies and Finish.
+//
+// Ownership: borrows `exemplars` and `out`, which outlive the writer.
+// Thread-safety: one thread at a time (it is a cursor into `out`).
+class ExpositionWriter {
+ public:
+  // `exemplars` are looked up only in OpenMetrics (indexed once here).
+  ExpositionWriter(ExpositionFormat format, const std::vector<SeriesExemplar>& exemplars,
+                   std::string* out);
+  ExpositionWriter(const ExpositionWriter&) = delete;
+  ExpositionWriter& operator=(const ExpositionWriter&) = delete;
+  ~ExpositionWriter();
+
+  ExpositionFormat format() const { return format_; }
+  // Makes room for `bytes` more output (one allocation instead of doubling).
+  void Reserve(size_t bytes);
+
+  // Writes `families` (all of them, an empty one with its HELP and TYPE).
+  void WriteFamilies(const std::vector<prometheus::MetricFamily>& families);
+
+  // Starts a family of plain samples: `type` is Counter or Gauge (anything
+  // else is written as its TYPE with gauge-style sample lines). Writes the
+  // HELP, TYPE and (OpenMetrics) UNIT lines. `name` stays valid until
+  // EndFamily.
+  void BeginFamily(absl::string_view name, absl::string_view help, prometheus::MetricType type);
+  // One sample of the family begun last (no timestamp), with its exemplar
+  // when it is a counter and one matches.
+  void AddSample(const LabelView* labels, size_t n_labels, double value);
+  // Ends the family begun last and returns its sample count; a family that
+  // got no sample is taken back whole (no HELP/TYPE lines).
+  size_t EndFamily();
+
+  // Ends the body ("# EOF" in OpenMetrics); nothing may follow.
+  void Finish();
+
+ private:
+  class ExemplarIndex;
+  ExpositionFormat format_;
+  std::string* out_;
+  std::unique_ptr<ExemplarIndex> exemplars_;  // null in the text format
+  // The family begun last.
+  std::string family_;  // its declared name (exemplar lookups)
+  absl::string_view sample_name_, sample_suffix_;
+  prometheus::MetricType type_ = prometheus::MetricType::Untyped;
+  bool family_exemplars_ = false;
+  size_t family_start_ = 0;  // where its HELP line starts in *out_
+  size_t family_samples_ = 0;
+};
+
 // gzip (RFC 1952) of `data` with zlib at its fastest level; empty on a zlib
 // failure (out of memory).
 std::string Gzip(absl::string_view data);
@@ -108,5 +176,10 @@ struct ScrapeOutput {
 ScrapeOutput RenderScrape(const std::vector<prometheus::MetricFamily>& families,
                           const std::vector<SeriesExemplar>& exemplars, absl::string_view accept,
                           absl::string_view accept_encoding);
+// The same with the body written by `write_body` (called once, in the
+// negotiated format, appending the whole body including Finish's end; not
+// called on a 406).
+ScrapeOutput RenderScrape(absl::string_view accept, absl::string_view accept_encoding,
+                          absl::FunctionRef<void(ExpositionFormat, std::string*)> write_body);
 
 }  // namespace fabricscope

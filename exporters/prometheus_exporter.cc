@@ -1,9 +1,11 @@
 #include "exporters/prometheus_exporter.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
 #include <fstream>
 #include <iterator>
-#include <map>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
@@ -167,143 +169,615 @@ prometheus::MetricFamily NewFamily(const MetricSpec& spec) {
   return f;
 }
 
-void AddSample(prometheus::MetricFamily* f, std::vector<prometheus::ClientMetric::Label> labels,
-               double value) {
-  prometheus::ClientMetric m;
-  m.label = std::move(labels);
-  if (f->type == prometheus::MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  f->metric.push_back(std::move(m));
-}
-
-void AddScalar(std::vector<prometheus::MetricFamily>* out, const MetricSpec& spec, double v) {
-  prometheus::MetricFamily f = NewFamily(spec);
-  AddSample(&f, {}, v);
-  out->push_back(std::move(f));
-}
-
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
-// The topology families (value 1 per item), from the inventory's current
-// topology; an empty family is left out.
-void AddTopology(const HostTopology& t, std::map<std::string, prometheus::MetricFamily>* families) {
-  auto emit = [&](const MetricSpec& spec, prometheus::MetricFamily f) {
-    if (!f.metric.empty()) families->emplace(spec.name, std::move(f));
-  };
-  auto port_label = [](uint32_t port) { return port == 0 ? std::string() : absl::StrCat(port); };
-  prometheus::MetricFamily partners = NewFamily(kLinkPartnerInfo);
-  for (const LinkPartner& p : t.partners) {
-    AddSample(&partners,
-              {{"device", p.device},
-               {"port", port_label(p.port)},
-               {"netdev", p.netdev},
-               {"source", p.source},
-               {"partner_chassis_id", p.chassis_id},
-               {"partner_system_name", p.system_name},
-               {"partner_port_id", p.port_id},
-               {"partner_port_description", p.port_description}},
-              1.0);
+// ---- The store's families, rendered family by family into a sink ----
+//
+// VisitStoreFamilies walks one store snapshot and hands every family to a
+// sink, in exposition order, one sample at a time, as label views into the
+// snapshot (the store's keys and signals) and a few scratch buffers: no
+// allocation per sample. A sink has
+//   void Reserve(size_t samples);  // a hint, before the first family
+//   void Begin(const MetricSpec& spec, size_t expected_samples);
+//   void Sample(const LabelView* labels, size_t n_labels, double value);
+//   void End();                    // a family without samples is left out
+// FamiliesSink builds prometheus-cpp families (RenderStoreFamilies),
+// WriterSink writes the exposition (WriteStoreFamilies, what /metrics runs).
+
+// Formats integers into a buffer of its own, for label values.
+class IntText {
+ public:
+  absl::string_view Format(int64_t v) {
+    auto r = std::to_chars(buf_, buf_ + sizeof(buf_), v);
+    return absl::string_view(buf_, static_cast<size_t>(r.ptr - buf_));
   }
-  emit(kLinkPartnerInfo, std::move(partners));
-  prometheus::MetricFamily pci = NewFamily(kPortPciInfo);
-  for (const PortPci& p : t.ports) {
-    AddSample(&pci,
-              {{"device", p.device},
-               {"port", port_label(p.port)},
-               {"netdev", p.netdev},
-               {"pci_address", p.pci_address},
-               {"numa_node", absl::StrCat(p.numa_node)}},
-              1.0);
-  }
-  emit(kPortPciInfo, std::move(pci));
-  prometheus::MetricFamily gpus = NewFamily(kGpuInfo);
-  for (const GpuInfo& g : t.gpus) {
-    AddSample(&gpus,
-              {{"gpu_bus_id", g.bus_id},
-               {"gpu_index", absl::StrCat(g.index)},
-               {"vendor", g.vendor},
-               {"model", g.model},
-               {"numa_node", absl::StrCat(g.numa_node)}},
-              1.0);
-  }
-  emit(kGpuInfo, std::move(gpus));
-  prometheus::MetricFamily affinity = NewFamily(kGpuNicAffinity);
-  for (const GpuNicAffinity& a : t.affinity) {
-    AddSample(&affinity,
-              {{"gpu_bus_id", a.gpu_bus_id},
-               {"gpu_index", absl::StrCat(a.gpu_index)},
-               {"device", a.device},
-               {"relation", PciRelationName(a.relation)}},
-              1.0);
-  }
-  emit(kGpuNicAffinity, std::move(affinity));
-}
+  // The `port` label of a key or partner: empty for port 0.
+  absl::string_view Port(uint32_t port) { return port == 0 ? absl::string_view() : Format(port); }
+
+ private:
+  char buf_[24];
+};
 
 bool IsPlacementLabel(absl::string_view l) {
   return l == "device" || l == "port" || l == "netdev" || l == "priority" || l == "direction";
 }
 
-// The `signal` label of the aggregate families: the signal name plus the
-// values of the family's other labels (`counter`, `reason`, ...).
-std::string AggregateSignalLabel(const Signal& sig) {
-  std::string out = sig.name;
-  if (sig.family == nullptr) return out;
-  for (size_t i = 0; i < sig.family->labels.size() && i < sig.label_values.size(); ++i) {
-    if (IsPlacementLabel(sig.family->labels[i]) || sig.label_values[i].empty()) continue;
-    absl::StrAppend(&out, ":", sig.label_values[i]);
-  }
-  return out;
-}
+// Where a signal family keeps the labels the aggregate families use.
+struct SpecLayout {
+  static constexpr size_t kPlacement = 5;  // device, port, netdev, priority, direction
+  int placement[kPlacement] = {-1, -1, -1, -1, -1};
+  // Label indexes other than the placement ones, in order: the `signal`
+  // label of the aggregate families is the signal's name followed by
+  // ":<value>" for each of them that is not empty (`counter`, `reason`, ...).
+  std::vector<int> extra;
 
-// Accumulates one family without duplicate label sets: duplicates merge with
-// max (peaks) or sum (counters).
+  explicit SpecLayout(const MetricSpec& spec) {
+    static constexpr absl::string_view kNames[kPlacement] = {"device", "port", "netdev", "priority",
+                                                             "direction"};
+    for (size_t i = 0; i < spec.labels.size(); ++i) {
+      for (size_t p = 0; p < kPlacement; ++p) {
+        if (placement[p] < 0 && spec.labels[i] == kNames[p]) placement[p] = static_cast<int>(i);
+      }
+      if (!IsPlacementLabel(spec.labels[i])) extra.push_back(static_cast<int>(i));
+    }
+  }
+  // Signal::Label of placement label `p` (0..4).
+  absl::string_view Placement(const Signal& sig, size_t p) const {
+    const int i = placement[p];
+    return i >= 0 && static_cast<size_t>(i) < sig.label_values.size()
+               ? absl::string_view(sig.label_values[i])
+               : absl::string_view();
+  }
+};
+
+// One aggregate family without duplicate label sets: duplicates (the same
+// signal from two sources) merge with max (peaks) or sum (counters); samples
+// in the order of their label set's first appearance.
+template <size_t N>
 class DedupFamily {
  public:
+  using Key = std::array<absl::string_view, N>;
   enum class Merge { kMax, kSum };
-  DedupFamily(const MetricSpec& spec, Merge merge) : family_(NewFamily(spec)), merge_(merge) {}
+  explicit DedupFamily(Merge merge) : merge_(merge) {}
   void Reserve(size_t n) {
-    family_.metric.reserve(n);
+    entries_.reserve(n);
     index_.reserve(n);
   }
-  void Add(std::vector<prometheus::ClientMetric::Label> labels, double v) {
-    uint64_t h = 0;
-    for (const auto& l : labels) h = absl::HashOf(h, l.value);
+  void Add(const Key& key, double v) {
+    auto [it, inserted] = index_.try_emplace(key, entries_.size());
+    if (inserted) {
+      entries_.push_back({key, v});
+      return;
+    }
+    double& cur = entries_[it->second].second;
+    cur = merge_ == Merge::kMax ? std::max(cur, v) : cur + v;
+  }
+  const std::vector<std::pair<Key, double>>& entries() const { return entries_; }
+
+ private:
+  Merge merge_;
+  std::vector<std::pair<Key, double>> entries_;
+  absl::flat_hash_map<Key, uint32_t> index_;
+};
+
+// The render is bound by memory latency: every series' signal (and its
+// label values, which the lines are written from) is its own heap object. A
+// loop over series asks for the signal `kPrefetchAhead` * 2 series ahead and
+// for its label values `kPrefetchAhead` ahead (by then the signal is in
+// cache); the aggregate families' loops ask for their label values ahead.
+constexpr size_t kPrefetchAhead = 8;
+inline void PrefetchSignal(const Signal* sig) {
+  __builtin_prefetch(sig);
+  __builtin_prefetch(reinterpret_cast<const char*>(sig) + 64);
+}
+// The label values an aggregate sample is written from (the signal label
+// and the placement labels live in the signal's label values).
+inline void PrefetchKey(const std::array<absl::string_view, 6>& key) {
+  __builtin_prefetch(key[0].data());
+  __builtin_prefetch(key[1].data());
+  __builtin_prefetch(key[5].data());
+}
+inline void PrefetchLabelValues(const Signal* sig) {
+  const char* values = reinterpret_cast<const char*>(sig->label_values.data());
+  __builtin_prefetch(values);
+  __builtin_prefetch(values + 64);
+  __builtin_prefetch(values + 128);
+}
+
+// Bytes that stay where they are written until the arena goes (string_views
+// into it stay valid while it grows), in blocks of 64 KiB.
+class TextArena {
+ public:
+  // Room for `n` bytes.
+  char* Allocate(size_t n) {
+    if (blocks_.empty() || used_ + n > size_) {
+      size_ = std::max<size_t>(64 * 1024, n);
+      blocks_.push_back(std::unique_ptr<char[]>(new char[size_]));  // not zeroed
+      used_ = 0;
+    }
+    char* p = blocks_.back().get() + used_;
+    used_ += n;
+    return p;
+  }
+
+ private:
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t size_ = 0, used_ = 0;
+};
+
+// The series of fabricscope_peak_rate_per_second and
+// fabricscope_microbursts_total, which share their label set: one entry per
+// label set (the same signal from two sources merges: peaks with max,
+// microbursts summed), found through one hash lookup per counter series. The
+// microburst samples are in the order of their label set's first
+// appearance, the peaks in the order of their first valid peak (what
+// DedupFamily gives each family on its own).
+class AggregateSeries {
+ public:
+  using Key = std::array<absl::string_view, 6>;
+  struct Entry {
+    Key key;
+    double microbursts;
+    double peak;
+    bool has_peak;
+  };
+  void Reserve(size_t n) {
+    entries_.reserve(n);
+    index_.reserve(n);
+  }
+  void Add(const Key& key, double microbursts, bool has_peak, double peak) {
     // Open addressing on the hash: a different label set with the same hash
     // moves on to the next slot.
-    for (;; ++h) {
-      auto [it, inserted] = index_.try_emplace(h, family_.metric.size());
+    for (uint64_t h = absl::HashOf(key);; ++h) {
+      auto [it, inserted] = index_.try_emplace(h, static_cast<uint32_t>(entries_.size()));
       if (inserted) {
-        AddSample(&family_, std::move(labels), v);
+        if (has_peak) peak_order_.push_back(it->second);
+        entries_.push_back({key, microbursts, peak, has_peak});
         return;
       }
-      prometheus::ClientMetric& m = family_.metric[it->second];
-      if (!SameValues(m.label, labels)) continue;
-      double& cur =
-          family_.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-      cur = merge_ == Merge::kMax ? std::max(cur, v) : cur + v;
+      Entry& e = entries_[it->second];
+      if (e.key != key) continue;
+      e.microbursts = e.microbursts + microbursts;
+      if (has_peak && !e.has_peak) {
+        e.has_peak = true;
+        e.peak = peak;
+        peak_order_.push_back(it->second);
+      } else if (has_peak) {
+        e.peak = std::max(e.peak, peak);
+      }
       return;
     }
   }
-  bool empty() const { return family_.metric.empty(); }
-  prometheus::MetricFamily Take() { return std::move(family_); }
+  const std::vector<Entry>& entries() const { return entries_; }
+  const std::vector<uint32_t>& peak_order() const { return peak_order_; }
 
  private:
-  static bool SameValues(const std::vector<prometheus::ClientMetric::Label>& a,
-                         const std::vector<prometheus::ClientMetric::Label>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].value != b[i].value) return false;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> peak_order_;
+  absl::flat_hash_map<uint64_t, uint32_t> index_;
+};
+
+// Passes on what `profile` exports (ApplyMetricsProfile's rules, applied per
+// sample: the result is the same as filtering the rendered families).
+template <typename Sink>
+class ProfiledSink {
+ public:
+  ProfiledSink(MetricsProfile profile, Sink* sink)
+      : fleet_(profile == MetricsProfile::kFleet), sink_(sink) {}
+  void Reserve(size_t samples) { sink_->Reserve(samples); }
+  void Begin(const MetricSpec& spec, size_t expected) {
+    rule_ = Rule::kAll;
+    skip_ = false;
+    if (fleet_) {
+      const std::vector<std::string>& keep = FleetProfileFamilies();
+      skip_ = !std::binary_search(keep.begin(), keep.end(), spec.name);
+      if (spec.name == "fabricscope_peak_rate_per_second" ||
+          spec.name == "fabricscope_microbursts_total") {
+        rule_ = Rule::kSignal;
+      } else if (spec.name == "fabricscope_fec_corrected_blocks_total" ||
+                 spec.name == "fabricscope_fec_uncorrectable_blocks_total") {
+        rule_ = Rule::kLane;
+      } else if (spec.name == "fabricscope_ib_pma_saturated") {
+        rule_ = Rule::kSaturated;
+      }
     }
-    return true;
+    if (!skip_) sink_->Begin(spec, expected);
+  }
+  void Sample(const LabelView* labels, size_t n, double value) {
+    if (skip_) return;
+    switch (rule_) {
+      case Rule::kAll:
+        break;
+      case Rule::kSignal: {
+        const absl::string_view* signal = Find(labels, n, "signal");
+        if (signal == nullptr || !FleetKeepsSignal(*signal)) return;
+        break;
+      }
+      case Rule::kLane: {
+        const absl::string_view* lane = Find(labels, n, "lane");
+        if (lane != nullptr && !lane->empty()) return;
+        break;
+      }
+      case Rule::kSaturated:
+        if (!(value > 0)) return;
+        break;
+    }
+    sink_->Sample(labels, n, value);
+  }
+  void End() {
+    if (!skip_) sink_->End();
   }
 
-  prometheus::MetricFamily family_;
-  Merge merge_;
-  absl::flat_hash_map<uint64_t, size_t> index_;
+ private:
+  enum class Rule { kAll, kSignal, kLane, kSaturated };
+  static const absl::string_view* Find(const LabelView* labels, size_t n, absl::string_view name) {
+    for (size_t i = 0; i < n; ++i) {
+      if (labels[i].name == name) return &labels[i].value;
+    }
+    return nullptr;
+  }
+  const bool fleet_;
+  Sink* const sink_;
+  bool skip_ = false;
+  Rule rule_ = Rule::kAll;
 };
+
+// Builds prometheus-cpp families.
+class FamiliesSink {
+ public:
+  explicit FamiliesSink(std::vector<prometheus::MetricFamily>* out) : out_(out) {}
+  void Reserve(size_t) {}
+  void Begin(const MetricSpec& spec, size_t expected) {
+    out_->push_back(NewFamily(spec));
+    out_->back().metric.reserve(expected);
+  }
+  void Sample(const LabelView* labels, size_t n, double value) {
+    prometheus::MetricFamily& f = out_->back();
+    prometheus::ClientMetric m;
+    m.label.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      m.label.push_back({std::string(labels[i].name), std::string(labels[i].value)});
+    }
+    if (f.type == prometheus::MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    f.metric.push_back(std::move(m));
+  }
+  void End() {
+    if (out_->back().metric.empty()) out_->pop_back();
+  }
+
+ private:
+  std::vector<prometheus::MetricFamily>* out_;
+};
+
+// Writes the exposition.
+class WriterSink {
+ public:
+  explicit WriterSink(ExpositionWriter* writer) : writer_(writer) {}
+  // ~115 bytes per sample line at 50k series (the 18 MB scrape): one
+  // reservation for the whole body instead of doubling and copying it.
+  void Reserve(size_t samples) { writer_->Reserve(samples * 128 + 64 * 1024); }
+  void Begin(const MetricSpec& spec, size_t) {
+    writer_->BeginFamily(spec.name, spec.help, ToPromType(spec.type));
+  }
+  void Sample(const LabelView* labels, size_t n, double value) {
+    writer_->AddSample(labels, n, value);
+  }
+  void End() { writer_->EndFamily(); }
+
+ private:
+  ExpositionWriter* writer_;
+};
+
+template <typename Sink>
+void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory, int64_t now_ns,
+                        Sink* sink) {
+  const std::vector<SeriesSnapshot> snap = store.Snapshot();
+
+  // One pass over the snapshot (each series' key and signal live in their
+  // own heap objects: a pass that touches them all is cache misses, so
+  // everything is gathered here): the signal families' series, the aggregate
+  // families, and which series the saturation and reset families list.
+  struct Group {
+    const MetricSpec* spec;
+    size_t n = 0;                              // its series
+    std::unique_ptr<const SpecLayout> layout;  // made for the first counter series
+  };
+  std::vector<Group> groups;
+  absl::flat_hash_map<const MetricSpec*, uint32_t> group_of;
+  constexpr uint32_t kNotExported = ~uint32_t{0};
+  std::vector<uint32_t> group_index(snap.size(), kNotExported);
+  std::vector<uint32_t> saturating, with_resets;  // snapshot indexes
+  // A peak is as of the series' last sample: stale once that is older than
+  // the window (plus one peak bucket), e.g. a series no longer polled.
+  const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
+  const int64_t stale_ns = window_ns + std::max<int64_t>(1'000'000'000, window_ns / 16);
+  AggregateSeries aggregates;
+  aggregates.Reserve(snap.size());
+  DedupFamily<3> pause_peaks(DedupFamily<3>::Merge::kMax);
+  TextArena signal_text;  // `signal` labels longer than the signal's name
+  const MetricSpec* last_spec = nullptr;
+  uint32_t last_group = 0;
+  for (uint32_t i = 0; i < snap.size(); ++i) {
+    if (i + 2 * kPrefetchAhead < snap.size()) PrefetchSignal(snap[i + 2 * kPrefetchAhead].signal);
+    if (i + kPrefetchAhead < snap.size()) PrefetchLabelValues(snap[i + kPrefetchAhead].signal);
+    const SeriesSnapshot& s = snap[i];
+    if (!s.state.has_value || !s.state.present) continue;
+    const Signal& sig = *s.signal;
+    const MetricSpec* spec = sig.family;
+    if (spec == nullptr) continue;
+    if (spec != last_spec) {  // series of one family are often registered together
+      auto [it, added] = group_of.try_emplace(spec, static_cast<uint32_t>(groups.size()));
+      if (added) groups.push_back({spec});
+      last_spec = spec;
+      last_group = it->second;
+    }
+    Group& group = groups[last_group];
+    group_index[i] = last_group;
+    ++group.n;
+    if (sig.semantics.kind == CounterKind::kSaturating) saturating.push_back(i);
+    if (s.state.resets > 0) with_resets.push_back(i);
+    if (sig.semantics.kind == CounterKind::kGauge) continue;
+
+    // A counter: its peak and microburst series.
+    if (group.layout == nullptr) group.layout = std::make_unique<const SpecLayout>(*spec);
+    const SpecLayout& layout = *group.layout;
+    size_t text_len = sig.name.size();
+    for (int l : layout.extra) {
+      if (static_cast<size_t>(l) >= sig.label_values.size()) break;
+      if (!sig.label_values[l].empty()) text_len += 1 + sig.label_values[l].size();
+    }
+    absl::string_view signal_label = sig.name;
+    if (text_len > sig.name.size()) {
+      char* p = signal_text.Allocate(text_len);
+      signal_label = absl::string_view(p, text_len);
+      std::memcpy(p, sig.name.data(), sig.name.size());
+      p += sig.name.size();
+      for (int l : layout.extra) {
+        if (static_cast<size_t>(l) >= sig.label_values.size()) break;
+        const std::string& v = sig.label_values[l];
+        if (v.empty()) continue;
+        *p++ = ':';
+        std::memcpy(p, v.data(), v.size());
+        p += v.size();
+      }
+    }
+    const AggregateSeries::Key key = {signal_label,
+                                      layout.Placement(sig, 0),
+                                      layout.Placement(sig, 1),
+                                      layout.Placement(sig, 2),
+                                      layout.Placement(sig, 3),
+                                      layout.Placement(sig, 4)};
+    const bool peak = s.state.peak_valid && now_ns - s.state.last_ts_ns <= stale_ns;
+    if (peak && sig.name == "pfc_pause_seconds") {
+      pause_peaks.Add({key[3], key[4], key[5]}, std::clamp(s.state.peak_rate, 0.0, 1.0));
+    }
+    aggregates.Add(key, static_cast<double>(s.state.microbursts), peak, s.state.peak_rate);
+  }
+  // The series of each signal family in snapshot order, all in one array
+  // (group g at members[begin[g]..begin[g+1])).
+  std::vector<uint32_t> begin(groups.size() + 1, 0);
+  for (size_t g = 0; g < groups.size(); ++g) begin[g + 1] = begin[g] + groups[g].n;
+  std::vector<uint32_t> members(begin.back());
+  {
+    std::vector<uint32_t> next(begin.begin(), begin.end() - 1);
+    for (uint32_t i = 0; i < snap.size(); ++i) {
+      if (group_index[i] != kNotExported) members[next[group_index[i]]++] = i;
+    }
+  }
+
+  // Families in catalog (name) order, for a stable exposition; then the
+  // store's own scalars.
+  enum class Kind {
+    kSignal,
+    kPortInfo,
+    kPartners,
+    kPci,
+    kGpus,
+    kAffinity,
+    kSaturated,
+    kResets,
+    kPeaks,
+    kPausePeaks,
+    kBursts
+  };
+  struct Entry {
+    const MetricSpec* spec;
+    Kind kind;
+    uint32_t group = 0;
+  };
+  std::vector<Entry> order;
+  for (uint32_t g = 0; g < groups.size(); ++g) order.push_back({groups[g].spec, Kind::kSignal, g});
+  const std::vector<PortInfo> ports =
+      port_inventory != nullptr ? port_inventory->List() : std::vector<PortInfo>{};
+  if (!ports.empty()) order.push_back({FindMetric("fabricscope_port_info"), Kind::kPortInfo});
+  HostTopology topology;
+  if (port_inventory != nullptr) {
+    topology = port_inventory->Topology();
+    order.push_back({&kLinkPartnerInfo, Kind::kPartners});
+    order.push_back({&kPortPciInfo, Kind::kPci});
+    order.push_back({&kGpuInfo, Kind::kGpus});
+    order.push_back({&kGpuNicAffinity, Kind::kAffinity});
+  }
+  order.push_back({&kCounterSaturated, Kind::kSaturated});
+  order.push_back({&kCounterResets, Kind::kResets});
+  order.push_back({&kPeakRate, Kind::kPeaks});
+  order.push_back({&kPauseFractionPeak, Kind::kPausePeaks});
+  order.push_back({&kMicrobursts, Kind::kBursts});
+  // Names are unique (the catalog aborts on a duplicate).
+  std::sort(order.begin(), order.end(),
+            [](const Entry& a, const Entry& b) { return a.spec->name < b.spec->name; });
+
+  sink->Reserve(members.size() + aggregates.entries().size() + aggregates.peak_order().size() +
+                pause_peaks.entries().size() + saturating.size() + with_resets.size() +
+                ports.size() + topology.partners.size() + topology.ports.size() +
+                topology.gpus.size() + topology.affinity.size() + 5);
+  std::vector<LabelView> labels;  // scratch for the signal families
+  IntText port_text, num_text, num_text2;
+  static constexpr absl::string_view kAggLabels[6] = {"signal", "device",   "port",
+                                                      "netdev", "priority", "direction"};
+  auto aggregate_sample = [&](const AggregateSeries::Key& key, double value) {
+    LabelView l[6];
+    for (size_t i = 0; i < 6; ++i) l[i] = {kAggLabels[i], key[i]};
+    sink->Sample(l, 6, value);
+  };
+  for (const Entry& e : order) {
+    switch (e.kind) {
+      case Kind::kSignal: {
+        const MetricSpec& spec = *groups[e.group].spec;
+        sink->Begin(spec, groups[e.group].n);
+        const uint32_t end = begin[e.group + 1];
+        for (uint32_t m = begin[e.group]; m < end; ++m) {
+          if (m + 2 * kPrefetchAhead < end)
+            PrefetchSignal(snap[members[m + 2 * kPrefetchAhead]].signal);
+          if (m + kPrefetchAhead < end)
+            PrefetchLabelValues(snap[members[m + kPrefetchAhead]].signal);
+          const uint32_t i = members[m];
+          const SeriesSnapshot& s = snap[i];
+          labels.clear();
+          for (size_t l = 0; l < spec.labels.size(); ++l) {
+            labels.push_back({spec.labels[l], s.signal->label_values[l]});
+          }
+          sink->Sample(labels.data(), labels.size(), s.state.total);
+        }
+        sink->End();
+        break;
+      }
+      case Kind::kPortInfo:
+        sink->Begin(*e.spec, ports.size());
+        for (const PortInfo& p : ports) {
+          if (!p.present) continue;
+          const LabelView l[] = {{"device", p.device}, {"port", num_text.Format(p.port)},
+                                 {"netdev", p.netdev}, {"link_layer", p.link_layer},
+                                 {"state", p.state},   {"rate", p.rate},
+                                 {"driver", p.driver}, {"fw_ver", p.fw_ver}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kPartners:
+        sink->Begin(*e.spec, topology.partners.size());
+        for (const LinkPartner& p : topology.partners) {
+          const LabelView l[] = {{"device", p.device},
+                                 {"port", port_text.Port(p.port)},
+                                 {"netdev", p.netdev},
+                                 {"source", p.source},
+                                 {"partner_chassis_id", p.chassis_id},
+                                 {"partner_system_name", p.system_name},
+                                 {"partner_port_id", p.port_id},
+                                 {"partner_port_description", p.port_description}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kPci:
+        sink->Begin(*e.spec, topology.ports.size());
+        for (const PortPci& p : topology.ports) {
+          const LabelView l[] = {{"device", p.device},
+                                 {"port", port_text.Port(p.port)},
+                                 {"netdev", p.netdev},
+                                 {"pci_address", p.pci_address},
+                                 {"numa_node", num_text.Format(p.numa_node)}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kGpus:
+        sink->Begin(*e.spec, topology.gpus.size());
+        for (const GpuInfo& g : topology.gpus) {
+          const LabelView l[] = {{"gpu_bus_id", g.bus_id},
+                                 {"gpu_index", num_text.Format(g.index)},
+                                 {"vendor", g.vendor},
+                                 {"model", g.model},
+                                 {"numa_node", num_text2.Format(g.numa_node)}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kAffinity:
+        sink->Begin(*e.spec, topology.affinity.size());
+        for (const GpuNicAffinity& a : topology.affinity) {
+          const LabelView l[] = {{"gpu_bus_id", a.gpu_bus_id},
+                                 {"gpu_index", num_text.Format(a.gpu_index)},
+                                 {"device", a.device},
+                                 {"relation", PciRelationName(a.relation)}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kSaturated:
+        sink->Begin(*e.spec, saturating.size());
+        for (uint32_t i : saturating) {
+          const SeriesSnapshot& s = snap[i];
+          const LabelView l[] = {{"device", s.key->device},
+                                 {"port", port_text.Port(s.key->port)},
+                                 {"counter", s.key->name}};
+          sink->Sample(l, std::size(l), s.state.saturated ? 1.0 : 0.0);
+        }
+        sink->End();
+        break;
+      case Kind::kResets:
+        sink->Begin(*e.spec, with_resets.size());
+        for (uint32_t i : with_resets) {
+          const SeriesSnapshot& s = snap[i];
+          const LabelView l[] = {{"source", s.key->source},
+                                 {"device", s.key->device},
+                                 {"port", port_text.Port(s.key->port)},
+                                 {"netdev", s.key->netdev},
+                                 {"counter", s.key->name}};
+          sink->Sample(l, std::size(l), static_cast<double>(s.state.resets));
+        }
+        sink->End();
+        break;
+      case Kind::kPeaks:
+        sink->Begin(*e.spec, aggregates.peak_order().size());
+        for (size_t n = 0; n < aggregates.peak_order().size(); ++n) {
+          if (n + kPrefetchAhead < aggregates.peak_order().size()) {
+            PrefetchKey(aggregates.entries()[aggregates.peak_order()[n + kPrefetchAhead]].key);
+          }
+          const AggregateSeries::Entry& a = aggregates.entries()[aggregates.peak_order()[n]];
+          aggregate_sample(a.key, a.peak);
+        }
+        sink->End();
+        break;
+      case Kind::kPausePeaks:
+        sink->Begin(*e.spec, pause_peaks.entries().size());
+        for (const auto& [key, value] : pause_peaks.entries()) {
+          const LabelView l[] = {{"netdev", key[0]}, {"priority", key[1]}, {"direction", key[2]}};
+          sink->Sample(l, std::size(l), value);
+        }
+        sink->End();
+        break;
+      case Kind::kBursts:
+        sink->Begin(*e.spec, aggregates.entries().size());
+        for (size_t n = 0; n < aggregates.entries().size(); ++n) {
+          if (n + kPrefetchAhead < aggregates.entries().size()) {
+            PrefetchKey(aggregates.entries()[n + kPrefetchAhead].key);
+          }
+          const AggregateSeries::Entry& a = aggregates.entries()[n];
+          aggregate_sample(a.key, a.microbursts);
+        }
+        sink->End();
+        break;
+    }
+  }
+
+  const StoreStats stats = store.Stats();
+  auto scalar = [&](const MetricSpec& spec, double v) {
+    sink->Begin(spec, 1);
+    sink->Sample(nullptr, 0, v);
+    sink->End();
+  };
+  scalar(kStoreBytes, static_cast<double>(stats.bytes));
+  scalar(kStoreSamples, static_cast<double>(stats.samples));
+  scalar(kStoreSeries, static_cast<double>(stats.series));
+  scalar(kStoreRetention,
+         stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (now_ns - stats.oldest_ts_ns) / 1e9));
+  scalar(kStoreEvicted, static_cast<double>(stats.evicted_samples));
+}
 
 }  // namespace
 
@@ -316,119 +790,20 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
                                                           const PortInventory* port_inventory,
                                                           int64_t now_ns) {
   std::vector<prometheus::MetricFamily> out;
-  std::vector<SeriesSnapshot> snap = store.Snapshot();
-
-  // Families in catalog (name) order, for a stable exposition.
-  std::map<std::string, prometheus::MetricFamily> families;
-  prometheus::MetricFamily saturated = NewFamily(kCounterSaturated);
-  prometheus::MetricFamily resets = NewFamily(kCounterResets);
-  DedupFamily peaks(kPeakRate, DedupFamily::Merge::kMax);
-  DedupFamily pause_peaks(kPauseFractionPeak, DedupFamily::Merge::kMax);
-  DedupFamily bursts(kMicrobursts, DedupFamily::Merge::kSum);
-  // A peak is as of the series' last sample: stale once that is older than the
-  // window (plus one peak bucket), e.g. a series no longer polled.
-  const int64_t window_ns = absl::ToInt64Nanoseconds(store.options().peak_window);
-  const int64_t stale_ns = window_ns + std::max<int64_t>(1'000'000'000, window_ns / 16);
-  // Sizes first: growing vectors of ~150-byte ClientMetrics sample by sample
-  // was most of the render's time at 50k series (reallocation, page faults).
-  absl::flat_hash_map<const MetricSpec*, size_t> family_sizes;
-  size_t counter_series = 0;
-  for (const SeriesSnapshot& s : snap) {
-    if (!s.state.has_value || !s.state.present || s.signal->family == nullptr) continue;
-    ++family_sizes[s.signal->family];
-    if (s.signal->semantics.kind != CounterKind::kGauge) ++counter_series;
-  }
-  peaks.Reserve(counter_series);
-  bursts.Reserve(counter_series);
-  for (const SeriesSnapshot& s : snap) {
-    if (!s.state.has_value || !s.state.present || s.signal->family == nullptr) continue;
-    const MetricSpec& spec = *s.signal->family;
-    auto it = families.find(spec.name);
-    if (it == families.end()) {
-      it = families.emplace(spec.name, NewFamily(spec)).first;
-      it->second.metric.reserve(family_sizes[&spec]);
-    }
-    std::vector<prometheus::ClientMetric::Label> labels;
-    labels.reserve(spec.labels.size());
-    for (size_t i = 0; i < spec.labels.size(); ++i) {
-      labels.push_back({spec.labels[i], s.signal->label_values[i]});
-    }
-    AddSample(&it->second, std::move(labels), s.state.total);
-
-    if (s.signal->semantics.kind != CounterKind::kGauge) {
-      const Signal& sig = *s.signal;
-      std::vector<prometheus::ClientMetric::Label> agg_labels = {
-          {"signal", AggregateSignalLabel(sig)},
-          {"device", std::string(sig.Label("device"))},
-          {"port", std::string(sig.Label("port"))},
-          {"netdev", std::string(sig.Label("netdev"))},
-          {"priority", std::string(sig.Label("priority"))},
-          {"direction", std::string(sig.Label("direction"))}};
-      const bool fresh = now_ns - s.state.last_ts_ns <= stale_ns;
-      if (s.state.peak_valid && fresh) {
-        if (sig.name == "pfc_pause_seconds") {
-          pause_peaks.Add({agg_labels[3], agg_labels[4], agg_labels[5]},
-                          std::clamp(s.state.peak_rate, 0.0, 1.0));
-        }
-        peaks.Add(agg_labels, s.state.peak_rate);
-      }
-      bursts.Add(std::move(agg_labels), static_cast<double>(s.state.microbursts));
-    }
-
-    const std::string port = s.key->port == 0 ? "" : absl::StrCat(s.key->port);
-    if (s.signal->semantics.kind == CounterKind::kSaturating) {
-      AddSample(&saturated, {{"device", s.key->device}, {"port", port}, {"counter", s.key->name}},
-                s.state.saturated ? 1.0 : 0.0);
-    }
-    if (s.state.resets > 0) {
-      AddSample(&resets,
-                {{"source", s.key->source},
-                 {"device", s.key->device},
-                 {"port", port},
-                 {"netdev", s.key->netdev},
-                 {"counter", s.key->name}},
-                static_cast<double>(s.state.resets));
-    }
-  }
-  std::vector<PortInfo> ports =
-      port_inventory != nullptr ? port_inventory->List() : std::vector<PortInfo>{};
-  if (!ports.empty()) {
-    const MetricSpec& spec = *FindMetric("fabricscope_port_info");
-    prometheus::MetricFamily f = NewFamily(spec);
-    for (const PortInfo& p : ports) {
-      if (!p.present) continue;
-      AddSample(&f,
-                {{"device", p.device},
-                 {"port", absl::StrCat(p.port)},
-                 {"netdev", p.netdev},
-                 {"link_layer", p.link_layer},
-                 {"state", p.state},
-                 {"rate", p.rate},
-                 {"driver", p.driver},
-                 {"fw_ver", p.fw_ver}},
-                1.0);
-    }
-    if (!f.metric.empty()) families.emplace(spec.name, std::move(f));
-  }
-  if (port_inventory != nullptr) AddTopology(port_inventory->Topology(), &families);
-  if (!saturated.metric.empty()) families.emplace(saturated.name, std::move(saturated));
-  if (!resets.metric.empty()) families.emplace(resets.name, std::move(resets));
-  for (DedupFamily* f : {&peaks, &pause_peaks, &bursts}) {
-    if (f->empty()) continue;
-    prometheus::MetricFamily fam = f->Take();
-    std::string name = fam.name;
-    families.emplace(std::move(name), std::move(fam));
-  }
-  for (auto& [name, f] : families) out.push_back(std::move(f));
-
-  StoreStats stats = store.Stats();
-  AddScalar(&out, kStoreBytes, static_cast<double>(stats.bytes));
-  AddScalar(&out, kStoreSamples, static_cast<double>(stats.samples));
-  AddScalar(&out, kStoreSeries, static_cast<double>(stats.series));
-  AddScalar(&out, kStoreRetention,
-            stats.oldest_ts_ns == 0 ? 0.0 : std::max(0.0, (now_ns - stats.oldest_ts_ns) / 1e9));
-  AddScalar(&out, kStoreEvicted, static_cast<double>(stats.evicted_samples));
+  FamiliesSink sink(&out);
+  VisitStoreFamilies(store, port_inventory, now_ns, &sink);
   return out;
+}
+
+void WriteStoreFamilies(const Store& store, const PortInventory* ports, int64_t now_ns,
+                        MetricsProfile profile, ExpositionWriter* writer) {
+  WriterSink writer_sink(writer);
+  if (profile == MetricsProfile::kFull) {
+    VisitStoreFamilies(store, ports, now_ns, &writer_sink);
+  } else {
+    ProfiledSink<WriterSink> sink(profile, &writer_sink);
+    VisitStoreFamilies(store, ports, now_ns, &sink);
+  }
 }
 
 namespace {
@@ -550,10 +925,11 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
   metrics->Counter(kWebConfigReloads).Add({{"result", "success"}});
   metrics->Counter(kWebConfigReloads).Add({{"result", "failure"}});
   e->health_ = std::move(health);
-  e->store_collectable_ = std::make_shared<StoreCollectable>(store, ports);
+  e->store_ = store;
+  e->ports_ = ports;
+  e->profile_ = profile;
   e->metrics_collectable_ = metrics->registry();
   if (profile != MetricsProfile::kFull) {
-    e->store_collectable_ = std::make_shared<ProfiledCollectable>(e->store_collectable_, profile);
     e->metrics_collectable_ =
         std::make_shared<ProfiledCollectable>(e->metrics_collectable_, profile);
   }
@@ -660,14 +1036,11 @@ void PrometheusExporter::SetExemplarSource(ExemplarFn fn) {
 
 HttpResponse PrometheusExporter::ServeMetrics(const HttpRequest& req) const {
   const std::string& accept = req.Header("accept");
-  const std::optional<ExpositionFormat> format = NegotiateFormat(accept);
-  std::vector<prometheus::MetricFamily> families;
-  std::vector<SeriesExemplar> exemplars;
-  if (format.has_value()) {  // a 406 renders nothing
-    families = metrics_collectable_->Collect();
-    std::vector<prometheus::MetricFamily> store = store_collectable_->Collect();
-    std::move(store.begin(), store.end(), std::back_inserter(families));
-    if (*format == ExpositionFormat::kOpenMetrics) {
+  // The body: the self-metrics, then the store's families straight from its
+  // snapshot (not rendered at all for a 406).
+  auto write_body = [this](ExpositionFormat format, std::string* body) {
+    std::vector<SeriesExemplar> exemplars;
+    if (format == ExpositionFormat::kOpenMetrics) {
       std::shared_ptr<const ExemplarFn> fn;
       {
         std::lock_guard lock(exemplars_mu_);
@@ -675,8 +1048,12 @@ HttpResponse PrometheusExporter::ServeMetrics(const HttpRequest& req) const {
       }
       if (fn != nullptr) exemplars = (*fn)();
     }
-  }
-  ScrapeOutput out = RenderScrape(families, exemplars, accept, req.Header("accept-encoding"));
+    ExpositionWriter writer(format, exemplars, body);
+    writer.WriteFamilies(metrics_collectable_->Collect());
+    WriteStoreFamilies(*store_, ports_, NowNs(), profile_, &writer);
+    writer.Finish();
+  };
+  ScrapeOutput out = RenderScrape(accept, req.Header("accept-encoding"), write_body);
   HttpResponse r;
   r.status = out.status;
   r.content_type = std::move(out.content_type);

@@ -2,8 +2,8 @@
 //
 // Two sources are rendered on every scrape:
 //  - the self-metrics registry (MetricsRegistry), and
-//  - StoreCollectable: the counter families rendered from an immutable
-//    snapshot of the store (raw counters as counters, never per-interval
+//  - WriteStoreFamilies: the counter families written straight from an
+//    immutable snapshot of the store (raw counters as counters, never per-interval
 //    gauges), the port inventory (PortInventory), saturation and reset bookkeeping, and the
 //    store's own size metrics.
 // Nothing is reset on scrape, so any number of scrapers see consistent values.
@@ -44,6 +44,15 @@ std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
 std::vector<prometheus::MetricFamily> RenderStoreFamilies(const Store& store,
                                                           const PortInventory* ports,
                                                           int64_t now_ns);
+
+// Writes the families RenderStoreFamilies(store, ports, now_ns) returns, with
+// `profile` applied (ApplyMetricsProfile), through `writer`: the bytes of
+// writer->WriteFamilies() of those families, without building them (labels
+// are written straight from the snapshot's keys and signals, no ClientMetric
+// or label strings per sample). What /metrics runs on every scrape. Reads
+// only a store snapshot: any number may run at once, beside the pollers.
+void WriteStoreFamilies(const Store& store, const PortInventory* ports, int64_t now_ns,
+                        MetricsProfile profile, ExpositionWriter* writer);
 
 class StoreCollectable final : public prometheus::Collectable {
  public:
@@ -147,7 +156,9 @@ class PrometheusExporter {
   std::shared_ptr<const Access> CurrentAccess() const;
 
   MetricsRegistry* metrics_ = nullptr;
-  std::shared_ptr<prometheus::Collectable> store_collectable_;
+  const Store* store_ = nullptr;          // rendered with WriteStoreFamilies
+  const PortInventory* ports_ = nullptr;  // may be null
+  MetricsProfile profile_ = MetricsProfile::kFull;
   std::shared_ptr<prometheus::Collectable> metrics_collectable_;
   HealthFn health_;
   std::string web_config_file_;

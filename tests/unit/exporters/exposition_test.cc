@@ -304,5 +304,80 @@ TEST(RenderScrapeTest, NegotiatesFormatAndEncoding) {
   EXPECT_NE(refused.body.find("openmetrics"), std::string::npos);
 }
 
+// Streams `families` sample by sample (counters and gauges only) the way
+// WriteStoreFamilies does.
+std::string Streamed(const std::vector<MetricFamily>& families,
+                     const std::vector<SeriesExemplar>& exemplars, ExpositionFormat format) {
+  std::string out;
+  ExpositionWriter w(format, exemplars, &out);
+  for (const MetricFamily& f : families) {
+    w.BeginFamily(f.name, f.help, f.type);
+    for (const ClientMetric& m : f.metric) {
+      std::vector<LabelView> labels;
+      for (const auto& l : m.label) labels.push_back({l.name, l.value});
+      w.AddSample(labels.data(), labels.size(),
+                  f.type == MetricType::Counter ? m.counter.value : m.gauge.value);
+    }
+    EXPECT_EQ(w.EndFamily(), f.metric.size());
+  }
+  w.Finish();
+  return out;
+}
+
+TEST(ExpositionWriterTest, StreamedSamplesWriteTheBytesOfWholeFamilies) {
+  // Counters and gauges of Sample() (escaping, awkward numbers, an exemplar
+  // given with its labels in another order), plus a second exemplar family.
+  std::vector<MetricFamily> families = Sample();
+  families.erase(families.begin() + 2, families.end());  // no histogram, no empty family
+  std::vector<SeriesExemplar> exemplars = SampleExemplars();
+  exemplars.push_back({"fabricscope_stalls_total",
+                       {{"verdict", "clean"}, {"name", "a\"b\\c\nd"}},
+                       {"0af7651916cd43dd8448eb211c80319c", "", 2.5, 0}});
+  for (ExpositionFormat format : {ExpositionFormat::kText, ExpositionFormat::kOpenMetrics}) {
+    std::string whole;
+    WriteExposition(families, exemplars, format, &whole);
+    EXPECT_EQ(Streamed(families, exemplars, format), whole);
+  }
+  const std::string om = Streamed(families, exemplars, ExpositionFormat::kOpenMetrics);
+  EXPECT_NE(om.find("fabricscope_stalls_total{name=\"decode\",verdict=\"fabric\"} 3 # "
+                    "{trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\""),
+            std::string::npos)
+      << om;
+  EXPECT_NE(om.find("verdict=\"clean\"} 1 # {trace_id=\"0af7651916cd43dd8448eb211c80319c\"} 2.5\n"),
+            std::string::npos)
+      << om;
+}
+
+TEST(ExpositionWriterTest, FamilyWithoutSamplesIsTakenBack) {
+  std::string out = "# before\n";
+  ExpositionWriter w(ExpositionFormat::kOpenMetrics, {}, &out);
+  w.BeginFamily("fabricscope_empty_total", "Nothing.", MetricType::Counter);
+  EXPECT_EQ(w.EndFamily(), 0u);
+  w.BeginFamily("fabricscope_up", "Up.", MetricType::Gauge);
+  const LabelView label{"device", "mlx5_0"};
+  w.AddSample(&label, 1, 1);
+  EXPECT_EQ(w.EndFamily(), 1u);
+  w.Finish();
+  EXPECT_EQ(out,
+            "# before\n"
+            "# HELP fabricscope_up Up.\n"
+            "# TYPE fabricscope_up gauge\n"
+            "fabricscope_up{device=\"mlx5_0\"} 1\n"
+            "# EOF\n");
+}
+
+TEST(RenderScrapeTest, BodyWriterRunsOnlyForAServableFormat) {
+  int calls = 0;
+  auto write = [&calls](ExpositionFormat format, std::string* body) {
+    ++calls;
+    body->append(format == ExpositionFormat::kOpenMetrics ? "om\n" : "text\n");
+  };
+  EXPECT_EQ(RenderScrape(kPrometheus2Accept, "", write).body, "om\n");
+  EXPECT_EQ(RenderScrape("", "", write).body, "text\n");
+  ScrapeOutput refused = RenderScrape("application/json", "", write);
+  EXPECT_EQ(refused.status, 406);
+  EXPECT_EQ(calls, 2);
+}
+
 }  // namespace
 }  // namespace fabricscope

@@ -30,6 +30,7 @@
 #include "core/series.h"
 #include "core/signals.h"
 #include "exporters/exposition.h"
+#include "exporters/metrics_profile.h"
 #include "exporters/prometheus_exporter.h"
 #include "gtest/gtest.h"
 #include "store/port_inventory.h"
@@ -145,6 +146,22 @@ std::string Render(const Store& store, const PortInventory& ports, int64_t now_n
   return std::regex_replace(text, std::regex("(\nfabricscope_store_bytes) [^\n]*"), "$1 <masked>");
 }
 
+// What /metrics writes for the store: WriteStoreFamilies, straight from the
+// snapshot.
+std::string Streamed(const Store& store, const PortInventory& ports, int64_t now_ns,
+                     ExpositionFormat format, MetricsProfile profile,
+                     const std::vector<SeriesExemplar>& exemplars = {}) {
+  std::string out;
+  ExpositionWriter writer(format, exemplars, &out);
+  WriteStoreFamilies(store, &ports, now_ns, profile, &writer);
+  writer.Finish();
+  return out;
+}
+
+std::string MaskStoreBytes(const std::string& text) {
+  return std::regex_replace(text, std::regex("(\nfabricscope_store_bytes) [^\n]*"), "$1 <masked>");
+}
+
 TEST(PrometheusExporterGoldenTest, StoreRenderingMatchesGolden) {
   Store store;
   PortInventory ports;
@@ -203,6 +220,73 @@ TEST(PrometheusExporterGoldenTest, StoreRenderingMatchesGolden) {
       << "differs from " << golden
       << " (if intended: FABRICSCOPE_UPDATE_GOLDENS=1 build/release/unit_tests "
          "--gtest_filter=PrometheusExporterGoldenTest.*, or tools/update-goldens.sh)";
+}
+
+TEST(PrometheusExporterGoldenTest, StreamedStoreRenderingMatchesGolden) {
+  Store store;
+  PortInventory ports;
+  int64_t now_ns = 0;
+  Fill(&store, &ports, &now_ns);
+  const std::string golden = SourceDir() + "/tests/golden/exporter_store.metrics";
+  EXPECT_EQ(MaskStoreBytes(
+                Streamed(store, ports, now_ns, ExpositionFormat::kText, MetricsProfile::kFull)),
+            ReadFile(golden));
+}
+
+// WriteStoreFamilies writes exactly what the families of RenderStoreFamilies
+// (with the profile applied) write, in both formats and both profiles, with
+// exemplars on store families.
+TEST(PrometheusExporterGoldenTest, StreamedEqualsRenderedFamilies) {
+  Store store;
+  PortInventory ports;
+  int64_t now_ns = 0;
+  Fill(&store, &ports, &now_ns);
+  const std::vector<SeriesExemplar> exemplars = {
+      {"fabricscope_port_bytes_total",
+       {{"direction", "tx"}, {"device", "mlx5_0"}, {"port", "1"}},
+       {"4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", 0.25, kT0}},
+      {"fabricscope_microbursts_total",
+       {{"signal", "ecn_marked_packets"},
+        {"device", "mlx5_1"},
+        {"port", "1"},
+        {"netdev", ""},
+        {"priority", ""},
+        {"direction", ""}},
+       {"0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 1, 0}},
+      // A gauge: no exemplar in either path.
+      {"fabricscope_store_series", {}, {"0af7651916cd43dd8448eb211c80319c", "", 1, 0}},
+  };
+  for (MetricsProfile profile : {MetricsProfile::kFull, MetricsProfile::kFleet}) {
+    std::vector<prometheus::MetricFamily> families = RenderStoreFamilies(store, &ports, now_ns);
+    ApplyMetricsProfile(profile, &families);
+    for (ExpositionFormat format : {ExpositionFormat::kText, ExpositionFormat::kOpenMetrics}) {
+      std::string want;
+      WriteExposition(families, exemplars, format, &want);
+      const std::string got = Streamed(store, ports, now_ns, format, profile, exemplars);
+      EXPECT_EQ(got, want) << MetricsProfileName(profile) << " "
+                           << (format == ExpositionFormat::kText ? "text" : "openmetrics");
+      if (format == ExpositionFormat::kOpenMetrics && profile == MetricsProfile::kFull) {
+        EXPECT_NE(
+            got.find("fabricscope_port_bytes_total{device=\"mlx5_0\",port=\"1\","
+                     "direction=\"tx\"} 128000 # {trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\""),
+            std::string::npos)
+            << got;
+        EXPECT_NE(got.find("} 1 # {trace_id=\"0af7651916cd43dd8448eb211c80319c\",span_id="),
+                  std::string::npos);
+        EXPECT_EQ(got.find("fabricscope_store_series 1 #"), std::string::npos);
+      }
+    }
+  }
+  // The fleet profile dropped something (a peak of port_bytes), the full one did not.
+  const std::string full =
+      Streamed(store, ports, now_ns, ExpositionFormat::kText, MetricsProfile::kFull);
+  const std::string fleet =
+      Streamed(store, ports, now_ns, ExpositionFormat::kText, MetricsProfile::kFleet);
+  EXPECT_NE(full.find("fabricscope_peak_rate_per_second{signal=\"port_bytes\""), std::string::npos);
+  EXPECT_EQ(fleet.find("fabricscope_peak_rate_per_second{signal=\"port_bytes\""),
+            std::string::npos);
+  EXPECT_NE(fleet.find("fabricscope_peak_rate_per_second{signal=\"ecn_marked_packets\""),
+            std::string::npos);
 }
 
 }  // namespace
