@@ -230,6 +230,9 @@ class WindowAccumulator final : public RangeScanner {
       done_ = true;  // the interval into this chunk starts past the window
     }
     if (done_) {
+      // The last sample in the range is at or after t1 either way: nothing
+      // after the window is left uncovered.
+      if (back_ts_ >= t1_ && h.min_ts >= t1_) return Plan::kSkip;
       if (h.last_ts >= from_ns_ && h.last_ts <= to_ns_) {
         back_ts_ = prev_ts_ = h.last_ts;
         return Plan::kSkip;
