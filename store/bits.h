@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace fabricscope {
 
@@ -31,6 +32,16 @@ class BitReader {
   bool ok() const { return pos_ <= end_; }
   bool at_end() const { return pos_ == end_; }
   uint64_t Get(int n) {
+    // Fast path: 1..56 bits wholly inside the stream and 8 readable bytes.
+    if (n > 0 && n <= 56 && pos_ + static_cast<uint32_t>(n) <= end_ &&
+        (pos_ >> 3) + 8 <= ((end_ + 7) >> 3)) {
+      uint64_t w;
+      std::memcpy(&w, data_ + (pos_ >> 3), sizeof(w));
+      w = __builtin_bswap64(w);  // MSB first
+      const uint64_t v = (w << (pos_ & 7)) >> (64 - n);
+      pos_ += static_cast<uint32_t>(n);
+      return v;
+    }
     uint64_t v = 0;
     while (n > 0) {
       if (pos_ >= end_) {  // truncated stream: stop cleanly
@@ -46,7 +57,15 @@ class BitReader {
     }
     return v;
   }
-  bool Bit() { return Get(1) != 0; }
+  bool Bit() {
+    if (pos_ >= end_) {
+      pos_ = end_ + 1;
+      return false;
+    }
+    const bool b = ((data_[pos_ >> 3] >> (7 - (pos_ & 7))) & 1) != 0;
+    ++pos_;
+    return b;
+  }
 
  private:
   const uint8_t* data_;

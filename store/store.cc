@@ -70,6 +70,29 @@ bool DecodeSamples(const ChunkHeader& h, const uint8_t* data, const TimeBlock* b
   return true;
 }
 
+constexpr uint8_t kSummaryNone = 0;
+constexpr uint8_t kSummaryBusy = 1;
+constexpr uint8_t kSummaryReady = 2;
+
+// Fills the interval sums of `sum` from a chunk's decoded samples (see
+// ChunkSummary).
+void SummarizeSamples(CounterSemantics sem, absl::Span<const Sample> samples, ChunkSummary* sum) {
+  if (samples.empty()) return;
+  CounterTracker tracker(sem);
+  sum->above32 = samples[0].value > UINT32_MAX;
+  tracker.Update(samples[0].value);
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const CounterUpdate u = tracker.Update(samples[i].value);
+    sum->above32 = sum->above32 || samples[i].value > UINT32_MAX;
+    const int64_t len = samples[i].ts_ns - samples[i - 1].ts_ns;
+    if (len <= 0 || !u.rate_valid) continue;
+    sum->valid_delta += static_cast<double>(u.delta);
+    sum->valid_ns += len;
+    sum->max_valid_ns = std::max(sum->max_valid_ns, len);
+    sum->wrapped = sum->wrapped || u.event == CounterEvent::kWrapped;
+  }
+}
+
 }  // namespace
 
 // A sealed chunk: immutable once linked, except `next`, which the series'
@@ -84,6 +107,15 @@ struct Store::Chunk {
   // Set once when the chunk turns out not to decode to its header (a
   // restored chunk is decoded only when first read): never served again.
   mutable std::atomic<bool> corrupt{false};
+  // The cached ChunkSummary (Store::ScanRange): kSummaryNone until a scan
+  // claims it (kSummaryBusy), writes the fields below and publishes them
+  // (kSummaryReady, release); readers read the fields only after an acquire
+  // load of kSummaryReady. Packed beside `corrupt`.
+  mutable std::atomic<uint8_t> summary_state{0};
+  mutable uint8_t summary_flags = 0;  // bit 0: wrapped, bit 1: above32
+  mutable double summary_delta = 0;
+  mutable int64_t summary_ns = 0;
+  mutable int64_t summary_max_ns = 0;
   std::shared_ptr<Chunk> next;
 
   // Releases a long chain iteratively (a reader may have held the oldest
@@ -699,6 +731,69 @@ std::vector<Sample> Store::ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns
         }
       });
   return out;
+}
+
+void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner* scanner) const {
+  ReadView v;
+  if (from_ns > to_ns || !View(id, from_ns, to_ns, &v)) return;
+  const CounterSemantics sem = v.series->signal.semantics;
+  std::vector<Sample> tmp;  // the decoded chunk
+  std::vector<Sample> in_range;
+  // Decodes a chunk into `tmp`; false (counted) when it is corrupt.
+  auto decode = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                    const Chunk* chunk) {
+    tmp.clear();
+    if (DecodeSamples(h, data, block, &tmp)) return true;
+    MarkCorrupt(chunk);
+    return false;
+  };
+  // Hands the samples of `tmp` within the range to the scanner.
+  auto hand_over = [&](const ChunkHeader& h) {
+    if (h.min_ts >= from_ns && h.max_ts <= to_ns) {
+      scanner->OnSamples(tmp);
+      return;
+    }
+    in_range.clear();
+    for (const Sample& s : tmp) {
+      if (s.ts_ns >= from_ns && s.ts_ns <= to_ns) in_range.push_back(s);
+    }
+    if (!in_range.empty()) scanner->OnSamples(in_range);
+  };
+  v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                     const Chunk* chunk) {
+    if (h.max_ts < from_ns || h.min_ts > to_ns) return;
+    const RangeScanner::Plan plan = scanner->PlanChunk(h);
+    if (plan == RangeScanner::Plan::kSkip) return;
+    if (plan == RangeScanner::Plan::kSamples || chunk == nullptr) {
+      if (decode(h, data, block, chunk)) hand_over(h);
+      return;
+    }
+    ChunkSummary sum;
+    sum.header = h;
+    if (chunk->summary_state.load(std::memory_order_acquire) == kSummaryReady) {
+      sum.valid_delta = chunk->summary_delta;
+      sum.valid_ns = chunk->summary_ns;
+      sum.max_valid_ns = chunk->summary_max_ns;
+      sum.wrapped = (chunk->summary_flags & 1) != 0;
+      sum.above32 = (chunk->summary_flags & 2) != 0;
+    } else {
+      if (!decode(h, data, block, chunk)) return;
+      SummarizeSamples(sem, tmp, &sum);
+      uint8_t expected = kSummaryNone;
+      if (chunk->summary_state.compare_exchange_strong(expected, kSummaryBusy,
+                                                       std::memory_order_acquire)) {
+        chunk->summary_delta = sum.valid_delta;
+        chunk->summary_ns = sum.valid_ns;
+        chunk->summary_max_ns = sum.max_valid_ns;
+        chunk->summary_flags = static_cast<uint8_t>((sum.wrapped ? 1 : 0) | (sum.above32 ? 2 : 0));
+        chunk->summary_state.store(kSummaryReady, std::memory_order_release);
+      }
+      // Decoded already: an unusable summary gets these samples.
+      if (!scanner->OnSummary(sum)) hand_over(h);
+      return;
+    }
+    if (!scanner->OnSummary(sum) && decode(h, data, block, chunk)) hand_over(h);
+  });
 }
 
 absl::StatusOr<CounterDelta> Store::Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const {

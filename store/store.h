@@ -71,6 +71,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/series.h"
 #include "core/signals.h"
 #include "store/aggregates.h"
@@ -129,6 +130,45 @@ struct CounterDelta {
   int64_t last_ts_ns = 0;
   bool covers_from = false;  // first_ts_ns <= from_ns
   bool covers_to = false;    // the series has a sample at or after to_ns
+};
+
+// What the intervals inside one sealed chunk add up to (Store::ScanRange):
+// the chunk's header (real timestamps) and, over the intervals between its
+// consecutive samples that have a positive length and a valid rate under the
+// series' counter semantics (a tracker started at the chunk's first sample,
+// kWrap32 not yet switched to 64 bits), the raw movement and the covered
+// time. Computed once per sealed chunk, on the first scan that asks for it,
+// and kept with the chunk (which is immutable).
+struct ChunkSummary {
+  ChunkHeader header;        // first_ts/last_ts/min_ts/max_ts are real timestamps
+  double valid_delta = 0;    // raw units, sum over the valid intervals
+  int64_t valid_ns = 0;      // their total length
+  int64_t max_valid_ns = 0;  // the longest of them
+  bool wrapped = false;      // some valid delta crossed a 32-bit wrap
+  bool above32 = false;      // some raw value exceeds UINT32_MAX
+};
+
+// Consumer of Store::ScanRange: decides per chunk whether its summary is
+// enough or its samples are needed. Called on the scanning thread, with no
+// store lock held.
+class RangeScanner {
+ public:
+  enum class Plan : uint8_t {
+    kSamples,  // decode the chunk: OnSamples
+    kSummary,  // OnSummary (for a sealed chunk; the head chunk is decoded)
+    kSkip,     // nothing of this chunk is needed
+  };
+  virtual ~RangeScanner() = default;
+  // A chunk that overlaps [from_ns, to_ns] by its min/max timestamps, oldest
+  // first. Only the header's real-time fields (first_ts, last_ts, min_ts,
+  // max_ts, first_value, last_value, count) are meaningful.
+  virtual Plan PlanChunk(const ChunkHeader& header) = 0;
+  // The summary of a chunk planned kSummary; false when it does not suffice
+  // after all (the store then decodes the chunk and calls OnSamples).
+  virtual bool OnSummary(const ChunkSummary& summary) = 0;
+  // The samples of one decoded chunk with from_ns <= ts_ns <= to_ns, in
+  // append order (real timestamps).
+  virtual void OnSamples(absl::Span<const Sample> samples) = 0;
 };
 
 // One appended sample, as the store judged it (Store::SetObserver).
@@ -255,6 +295,14 @@ class Store {
   // first), at full resolution (decoded from the chunks). Empty for an unknown
   // id. Decoding runs without any lock held.
   std::vector<Sample> ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns) const;
+  // Scans the chunks of `id` that overlap [from_ns, to_ns], oldest first,
+  // the head last, letting `scanner` take each as a summary (sealed chunks
+  // only), as samples within [from_ns, to_ns] (exactly those ReadRange would
+  // return, chunk by chunk) or not at all. A chunk that does not decode is
+  // dropped and counted as ReadRange does. Summaries are computed without any
+  // lock held and published with the chunk (concurrent scans may compute the
+  // same one; one of them keeps it). No-op for an unknown id.
+  void ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner* scanner) const;
   // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
   // NotFound for an unknown id, FailedPrecondition for a gauge series,
   // InvalidArgument when from_ns > to_ns. Assumes non-decreasing timestamps;

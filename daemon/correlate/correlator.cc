@@ -132,70 +132,186 @@ absl::string_view VerdictName(Verdict v) {
 // ---------------------------------------------------------------------------
 // Window arithmetic.
 
+namespace {
+
+// ComputeWindowStats as a stream: samples one at a time (oldest first), or
+// the summary of a chunk whose intervals all fall in one part of the timeline
+// that is handled uniformly (ReadWindowStats). Both paths run the same
+// arithmetic per interval; a summary stands for the intervals it sums.
+class WindowAccumulator final : public RangeScanner {
+ public:
+  WindowAccumulator(CounterSemantics semantics, double scale, int64_t t0, int64_t t1,
+                    int64_t baseline_ns, int64_t max_gap_ns, int64_t from_ns = INT64_MIN)
+      : semantics_(semantics),
+        tracker_(semantics),
+        scale_(scale),
+        t0_(t0),
+        t1_(t1 <= t0 ? t0 + 1 : t1),
+        b0_(t0 - std::max<int64_t>(baseline_ns, 0)),
+        max_gap_ns_(max_gap_ns),
+        from_ns_(from_ns) {}
+
+  void Add(const Sample& sample) {
+    const CounterUpdate u = tracker_.Update(sample.value);
+    if (semantics_.kind == CounterKind::kWrap32 && sample.value > UINT32_MAX) switched_ = true;
+    back_ts_ = sample.ts_ns;
+    if (!has_samples_) {
+      has_samples_ = true;
+      front_ts_ = prev_ts_ = sample.ts_ns;
+      return;
+    }
+    const int64_t a = prev_ts_;
+    const int64_t b = sample.ts_ns;
+    prev_ts_ = b;
+    if (done_) return;
+    const int64_t len = b - a;
+    if (len <= 0) return;  // duplicate or out-of-order timestamp (realtime step)
+    if (b <= b0_) return;
+    if (a >= t1_) {
+      done_ = true;
+      return;
+    }
+    const int64_t ov = std::max<int64_t>(0, std::min(b, t1_) - std::max(a, t0_));
+    const int64_t ovb = std::max<int64_t>(0, std::min(b, t0_) - std::max(a, b0_));
+    const bool valid = u.rate_valid && len <= max_gap_ns_;
+    if (!valid) {
+      if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
+        ++w_.resets;
+      }
+      if (u.event == CounterEvent::kSaturated) {
+        w_.saturated_ns += ov;
+      } else if (u.event == CounterEvent::kReset) {
+        w_.reset_ns += ov;
+      } else {
+        w_.gap_ns += ov;
+      }
+      return;
+    }
+    const double d = static_cast<double>(u.delta) * scale_;
+    const double inv_len = 1.0 / static_cast<double>(len);
+    if (ov > 0) {
+      window_delta_ += d * static_cast<double>(ov) * inv_len;
+      covered_ += ov;
+      w_.peak_rate = std::max(w_.peak_rate, d * inv_len * 1e9);
+    }
+    if (ovb > 0) {
+      baseline_delta_ += d * static_cast<double>(ovb) * inv_len;
+      baseline_covered_ += ovb;
+    }
+  }
+
+  WindowStats Finish() {
+    const int64_t t0 = t0_, t1 = t1_, b0 = b0_;
+    if (!has_samples_) {
+      w_.before_first_ns = t1 - t0;
+    } else {
+      w_.before_first_ns = std::max<int64_t>(0, std::min(front_ts_, t1) - t0);
+      w_.after_last_ns = std::max<int64_t>(0, t1 - std::max(back_ts_, t0));
+    }
+    w_.delta = window_delta_;
+    w_.coverage = static_cast<double>(covered_) / static_cast<double>(t1 - t0);
+    if (covered_ > 0) w_.rate = window_delta_ / (static_cast<double>(covered_) * 1e-9);
+    if (t0 > b0) {
+      w_.baseline_coverage = static_cast<double>(baseline_covered_) / static_cast<double>(t0 - b0);
+    }
+    if (baseline_covered_ > 0) {
+      w_.baseline_rate = baseline_delta_ / (static_cast<double>(baseline_covered_) * 1e-9);
+    }
+    return w_;
+  }
+
+  // RangeScanner. A chunk wholly at or before the baseline's start only
+  // moves the tracker (every interval ending there is skipped); a chunk
+  // wholly inside the baseline adds its valid intervals, each covered whole.
+  // Everything else is decoded. Once past the window (an interval starting
+  // at or after t1), only the last sample's timestamp still matters.
+  Plan PlanChunk(const ChunkHeader& h) override {
+    if (!done_ && has_samples_ && prev_ts_ >= t1_ && h.first_ts > prev_ts_ &&
+        h.first_ts <= to_ns_) {
+      done_ = true;  // the interval into this chunk starts past the window
+    }
+    if (done_) {
+      // The last sample in the range is at or after t1 either way: nothing
+      // after the window is left uncovered.
+      if (back_ts_ >= t1_ && h.min_ts >= t1_) return Plan::kSkip;
+      if (h.last_ts >= from_ns_ && h.last_ts <= to_ns_) {
+        back_ts_ = prev_ts_ = h.last_ts;
+        return Plan::kSkip;
+      }
+      return Plan::kSamples;
+    }
+    if (h.max_ts <= b0_ && h.last_ts >= from_ns_) return Plan::kSummary;
+    if (h.min_ts >= b0_ && h.max_ts <= t0_) return Plan::kSummary;
+    return Plan::kSamples;
+  }
+
+  bool OnSummary(const ChunkSummary& s) override {
+    const ChunkHeader& h = s.header;
+    const bool wrap32 = semantics_.kind == CounterKind::kWrap32;
+    if (h.max_ts <= b0_) {
+      // Samples before the range's start would be left out: their values
+      // must not decide the 64-bit switch.
+      if (wrap32 && !switched_ && s.above32 && h.min_ts < from_ns_) return false;
+      if (!has_samples_) {
+        has_samples_ = true;
+        front_ts_ = h.last_ts;  // any sample here is at or before t0
+      }
+    } else {
+      // Computed unswitched: only a wrap would count differently.
+      if (s.max_valid_ns > max_gap_ns_ || (wrap32 && switched_ && s.wrapped)) return false;
+      Add(Sample{h.first_ts, h.first_value});  // the interval into the chunk
+      baseline_delta_ += s.valid_delta * scale_;
+      baseline_covered_ += s.valid_ns;
+    }
+    if (wrap32 && s.above32) switched_ = true;
+    tracker_ =
+        CounterTracker(switched_ ? CounterSemantics{CounterKind::kCounter64, 64} : semantics_);
+    tracker_.Restore(true, false, h.last_value);
+    back_ts_ = prev_ts_ = h.last_ts;
+    return true;
+  }
+
+  void OnSamples(absl::Span<const Sample> samples) override {
+    for (const Sample& s : samples) Add(s);
+  }
+
+  void set_to_ns(int64_t to_ns) { to_ns_ = to_ns; }
+
+ private:
+  const CounterSemantics semantics_;
+  CounterTracker tracker_;
+  const double scale_;
+  const int64_t t0_, t1_, b0_, max_gap_ns_;
+  const int64_t from_ns_;
+  int64_t to_ns_ = INT64_MAX;
+  bool switched_ = false;  // a kWrap32 tracker has gone 64-bit
+  bool has_samples_ = false;
+  bool done_ = false;  // an interval started at or after t1: nothing more counts
+  int64_t front_ts_ = 0, back_ts_ = 0, prev_ts_ = 0;
+  double window_delta_ = 0, baseline_delta_ = 0;
+  int64_t covered_ = 0, baseline_covered_ = 0;
+  WindowStats w_;
+};
+
+}  // namespace
+
 WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
                                absl::Span<const Sample> samples, int64_t t0, int64_t t1,
                                int64_t baseline_ns, int64_t max_gap_ns) {
-  WindowStats w;
-  if (t1 <= t0) t1 = t0 + 1;
-  const int64_t b0 = t0 - std::max<int64_t>(baseline_ns, 0);
-  double window_delta = 0, baseline_delta = 0;
-  int64_t covered = 0, baseline_covered = 0;
-  if (!samples.empty()) {
-    CounterTracker tracker(semantics);
-    tracker.Update(samples[0].value);
-    for (size_t i = 1; i < samples.size(); ++i) {
-      const int64_t a = samples[i - 1].ts_ns;
-      const int64_t b = samples[i].ts_ns;
-      const CounterUpdate u = tracker.Update(samples[i].value);
-      const int64_t len = b - a;
-      if (len <= 0) continue;  // duplicate or out-of-order timestamp (realtime step)
-      if (b <= b0) continue;
-      if (a >= t1) break;
-      const int64_t ov = std::max<int64_t>(0, std::min(b, t1) - std::max(a, t0));
-      const int64_t ovb = std::max<int64_t>(0, std::min(b, t0) - std::max(a, b0));
-      const bool valid = u.rate_valid && len <= max_gap_ns;
-      if (!valid) {
-        if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
-          ++w.resets;
-        }
-        if (u.event == CounterEvent::kSaturated) {
-          w.saturated_ns += ov;
-        } else if (u.event == CounterEvent::kReset) {
-          w.reset_ns += ov;
-        } else {
-          w.gap_ns += ov;
-        }
-        continue;
-      }
-      const double d = static_cast<double>(u.delta) * scale;
-      const double inv_len = 1.0 / static_cast<double>(len);
-      if (ov > 0) {
-        window_delta += d * static_cast<double>(ov) * inv_len;
-        covered += ov;
-        w.peak_rate = std::max(w.peak_rate, d * inv_len * 1e9);
-      }
-      if (ovb > 0) {
-        baseline_delta += d * static_cast<double>(ovb) * inv_len;
-        baseline_covered += ovb;
-      }
-    }
-  }
-  if (samples.empty()) {
-    w.before_first_ns = t1 - t0;
-  } else {
-    w.before_first_ns = std::max<int64_t>(0, std::min(samples.front().ts_ns, t1) - t0);
-    w.after_last_ns = std::max<int64_t>(0, t1 - std::max(samples.back().ts_ns, t0));
-  }
-  w.delta = window_delta;
-  w.coverage = static_cast<double>(covered) / static_cast<double>(t1 - t0);
-  if (covered > 0) w.rate = window_delta / (static_cast<double>(covered) * 1e-9);
-  if (t0 > b0) {
-    w.baseline_coverage = static_cast<double>(baseline_covered) / static_cast<double>(t0 - b0);
-  }
-  if (baseline_covered > 0) {
-    w.baseline_rate = baseline_delta / (static_cast<double>(baseline_covered) * 1e-9);
-  }
-  return w;
+  WindowAccumulator acc(semantics, scale, t0, t1, baseline_ns, max_gap_ns);
+  for (const Sample& s : samples) acc.Add(s);
+  return acc.Finish();
+}
+
+WindowStats ReadWindowStats(const Store& store, SeriesId id, CounterSemantics semantics,
+                            double scale, int64_t t0, int64_t t1, int64_t baseline_ns,
+                            int64_t max_gap_ns) {
+  const int64_t from = t0 - baseline_ns - max_gap_ns;
+  const int64_t to = t1 + max_gap_ns;
+  WindowAccumulator acc(semantics, scale, t0, t1, baseline_ns, max_gap_ns, from);
+  acc.set_to_ns(to);
+  store.ScanRange(id, from, to, &acc);
+  return acc.Finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -464,10 +580,6 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     const SignalClass cls = ClassifySignal(*snap.signal);
     if (cls == SignalClass::kIgnored) continue;
     if (!scope.Contains(*snap.key)) continue;
-    // Samples from the last one before the baseline to the first one after
-    // the window: reading one max gap beyond both ends finds them.
-    const std::vector<Sample> samples =
-        store_->ReadRange(snap.id, t0 - baseline_ns - gap_ns, t1 + gap_ns);
     SeriesCorrelation sc;
     sc.id = snap.id;
     sc.signal = snap.signal->name;
@@ -481,8 +593,11 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     sc.direction = std::string(snap.signal->Label("direction"));
     sc.counter = std::string(snap.signal->Label("counter"));
     if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
-    sc.stats = ComputeWindowStats(snap.signal->semantics, snap.signal->scale, samples, t0, t1,
-                                  baseline_ns, gap_ns);
+    // Samples from the last one before the baseline to the first one after
+    // the window (one max gap beyond both ends finds them), the baseline's
+    // inner chunks as chunk summaries.
+    sc.stats = ReadWindowStats(*store_, snap.id, snap.signal->semantics, snap.signal->scale, t0, t1,
+                               baseline_ns, gap_ns);
     Place place;
     if (IsCongestionClass(cls)) {
       const double floor = options_.floors[static_cast<int>(cls)];

@@ -197,6 +197,18 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
                                absl::Span<const Sample> samples, int64_t t0_ns, int64_t t1_ns,
                                int64_t baseline_ns, int64_t max_gap_ns);
 
+// The same WindowStats read from the store: the samples of
+// [t0 - baseline_ns - max_gap_ns, t1 + max_gap_ns] of series `id`, except
+// that a chunk wholly inside the baseline window (or wholly before it) is
+// taken from its chunk summary (Store::ScanRange) instead of its samples, and
+// chunks after the window are skipped once an interval starts past t1. Equal
+// to ComputeWindowStats over store.ReadRange of that range (the same counter
+// semantics, resets, saturation and gaps), up to floating-point rounding of
+// baseline_rate (the summed deltas are added in another order).
+WindowStats ReadWindowStats(const Store& store, SeriesId id, CounterSemantics semantics,
+                            double scale, int64_t t0, int64_t t1, int64_t baseline_ns,
+                            int64_t max_gap_ns);
+
 // One series' part in a span's correlation.
 struct SeriesCorrelation {
   SeriesId id = kInvalidSeries;

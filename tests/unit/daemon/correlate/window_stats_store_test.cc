@@ -1,0 +1,267 @@
+// ReadWindowStats (chunk summaries for the baseline, Store::ScanRange)
+// against ComputeWindowStats over Store::ReadRange (every raw sample): a
+// property test on random series with resets, wraps, saturation, gaps and
+// realtime steps, appended on their own timestamps and on tick columns.
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/correlate/correlator.h"
+#include "gtest/gtest.h"
+#include "store/store.h"
+
+namespace fabricscope {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kSec = 1'000'000'000;
+constexpr int64_t kT = 1'700'000'000 * kSec;
+
+Signal SignalWith(CounterSemantics sem, double scale) {
+  auto s = MapCounter(SeriesKey{"hw_counters", "np_ecn_marked_roce_packets", "mlx5_0", 1, ""});
+  EXPECT_TRUE(s.has_value());
+  s->semantics = sem;
+  s->scale = scale;
+  return *s;
+}
+
+void ExpectSame(const WindowStats& want, const WindowStats& got, const std::string& where) {
+  SCOPED_TRACE(where);
+  // The window's intervals run through the same arithmetic in the same order.
+  EXPECT_EQ(want.delta, got.delta);
+  EXPECT_EQ(want.rate, got.rate);
+  EXPECT_EQ(want.peak_rate, got.peak_rate);
+  EXPECT_EQ(want.coverage, got.coverage);
+  EXPECT_EQ(want.resets, got.resets);
+  EXPECT_EQ(want.saturated_ns, got.saturated_ns);
+  EXPECT_EQ(want.reset_ns, got.reset_ns);
+  EXPECT_EQ(want.gap_ns, got.gap_ns);
+  EXPECT_EQ(want.before_first_ns, got.before_first_ns);
+  EXPECT_EQ(want.after_last_ns, got.after_last_ns);
+  // Covered time is integer nanoseconds: exact. The baseline's deltas are
+  // summed per chunk: equal up to rounding.
+  EXPECT_EQ(want.baseline_coverage, got.baseline_coverage);
+  EXPECT_NEAR(want.baseline_rate, got.baseline_rate,
+              1e-9 * std::max(1.0, std::fabs(want.baseline_rate)));
+}
+
+struct Kind {
+  CounterSemantics sem;
+  double scale;
+};
+
+// One random series: mostly regular polls with jitter, some moving fast (few
+// samples per chunk) or not at all (long runs); resets, wraps, saturation,
+// missed polls (gaps), and now and then a realtime step backwards.
+void FillRandom(Store* store, SeriesId id, TickColumn* column, const Kind& kind,
+                std::mt19937_64* rng, std::vector<TickRef>* ticks, bool on_ticks) {
+  const uint64_t max = kind.sem.MaxValue();
+  uint64_t v = kind.sem.kind == CounterKind::kWrap32 ? UINT32_MAX - 5000 : 0;
+  const int style = static_cast<int>((*rng)() % 3);  // 0 moving, 1 mostly flat, 2 bursty
+  for (size_t i = 0; i < ticks->size(); ++i) {
+    const uint64_t r = (*rng)() % 1000;
+    if (r < 20) continue;  // a missed poll (a gap when several follow)
+    if (r < 22) {
+      i += 1 + (*rng)() % 400;  // a long gap: several seconds
+      if (i >= ticks->size()) break;
+    }
+    if (style == 0 || (style == 2 && (*rng)() % 8 == 0) || (style == 1 && (*rng)() % 200 == 0)) {
+      v += (*rng)() % 100000;
+    }
+    if (r >= 990) v = (*rng)() % 1000;                                              // reset
+    if (r >= 985 && r < 988 && kind.sem.kind == CounterKind::kSaturating) v = max;  // sits
+    if (r >= 980 && r < 982 && kind.sem.kind == CounterKind::kWrap32) v = UINT32_MAX - 10;
+    if (kind.sem.kind == CounterKind::kSaturating && v > max) v = max;
+    if (kind.sem.kind == CounterKind::kWrap32 && v > UINT32_MAX &&
+        (*rng)() % 50 != 0) {  // wraps, and rarely reports 64 bits after all
+      v &= UINT32_MAX;
+    }
+    const TickRef& tick = (*ticks)[i];
+    if (on_ticks && tick.block != nullptr) {
+      store->Append(id, tick, v);
+    } else {
+      int64_t ts = tick.ts_ns;
+      if ((*rng)() % 3000 == 0) ts -= 2 * kSec;  // a realtime step backwards
+      store->Append(id, ts, v);
+    }
+  }
+  (void)column;
+}
+
+TEST(WindowStatsStoreTest, ChunkSummariesGiveTheRawSampleResult) {
+  const Kind kinds[] = {
+      {{CounterKind::kCounter64, 64}, 1.0},
+      {{CounterKind::kWrap32, 32}, 4.0},
+      {{CounterKind::kSaturating, 16}, 1.0},
+      {{CounterKind::kSaturating, 32}, 1e-6},
+  };
+  std::mt19937_64 rng(20261202);
+  for (int round = 0; round < 2; ++round) {
+    Store store;
+    TickColumn* column = store.AddTickColumn(absl::Milliseconds(10));
+    std::vector<TickRef> ticks;
+    for (int64_t i = 0; i < 4000; ++i) {  // 40 s of 10 ms ticks, +-20 us jitter
+      const int64_t jitter = static_cast<int64_t>(rng() % 40'000) - 20'000;
+      ticks.push_back(store.Tick(column, kT + i * 10 * kMs + jitter));
+    }
+    std::vector<std::pair<SeriesId, Kind>> series;
+    for (int n = 0; n < 16; ++n) {
+      const Kind& kind = kinds[n % 4];
+      SeriesKey key{"hw_counters", absl::StrCat("c", n), "mlx5_0", 1, ""};
+      const SeriesId id = store.Register(key, SignalWith(kind.sem, kind.scale));
+      FillRandom(&store, id, column, kind, &rng, &ticks, n % 2 == 0);
+      series.emplace_back(id, kind);
+    }
+    ASSERT_GT(store.Stats().chunks, 48u);  // the baselines span whole chunks
+    for (int q = 0; q < 60; ++q) {
+      const int64_t t0 = kT + static_cast<int64_t>(rng() % (42 * kSec)) - kSec;
+      const int64_t len = (q % 5 == 0) ? 0 : static_cast<int64_t>(rng() % (3 * kSec));
+      const int64_t baseline = (q % 7 == 0) ? 0 : static_cast<int64_t>(1 + rng() % (20 * kSec));
+      const int64_t gap = (q % 3 == 0) ? 50 * kMs : 3 * kSec;
+      for (const auto& [id, kind] : series) {
+        const std::vector<Sample> raw = store.ReadRange(id, t0 - baseline - gap, t0 + len + gap);
+        const WindowStats want =
+            ComputeWindowStats(kind.sem, kind.scale, raw, t0, t0 + len, baseline, gap);
+        // Twice: the first scan computes the summaries, the second reads them.
+        for (int pass = 0; pass < 2; ++pass) {
+          const WindowStats got =
+              ReadWindowStats(store, id, kind.sem, kind.scale, t0, t0 + len, baseline, gap);
+          ExpectSame(
+              want, got,
+              absl::StrCat("round ", round, " query ", q, " series ", id, " pass ", pass, " t0 ",
+                           t0 - kT, " len ", len, " baseline ", baseline, " gap ", gap));
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// A scanner that takes every summary it is offered and records what it saw.
+class SummingScanner : public RangeScanner {
+ public:
+  Plan PlanChunk(const ChunkHeader&) override { return Plan::kSummary; }
+  bool OnSummary(const ChunkSummary& s) override {
+    ++summaries;
+    delta += s.valid_delta;
+    covered += s.valid_ns;
+    return true;
+  }
+  void OnSamples(absl::Span<const Sample> samples) override { decoded += samples.size(); }
+  int summaries = 0;
+  double delta = 0;
+  int64_t covered = 0;
+  size_t decoded = 0;
+};
+
+TEST(WindowStatsStoreTest, ScanRangeSummariesSumTheChunksIntervals) {
+  Store store;
+  const SeriesId id = store.Register(SeriesKey{"hw_counters", "x", "mlx5_0", 1, ""},
+                                     SignalWith({CounterKind::kCounter64, 64}, 1.0));
+  std::mt19937_64 rng(3);
+  uint64_t v = 0;
+  for (int64_t i = 0; i < 5000; ++i) {
+    v = (i == 2500) ? 7 : v + rng() % 100000;  // one reset
+    store.Append(id, kT + i * 10 * kMs, v);
+  }
+  SummingScanner scan;
+  store.ScanRange(id, INT64_MIN, INT64_MAX, &scan);
+  const std::vector<Sample> all = store.ReadRange(id, INT64_MIN, INT64_MAX);
+  ASSERT_GT(scan.summaries, 2);
+  ASSERT_GT(scan.decoded, 0u);  // the head chunk has no summary
+  ASSERT_LT(scan.decoded, all.size());
+  // Every interval inside a sealed chunk is valid but the reset's (if it is
+  // inside one): the summaries and the head's samples together hold every
+  // sample, and the summed deltas are those of the chunks' inner intervals.
+  double inner = 0;
+  int64_t inner_ns = 0;
+  size_t at = 0;
+  SummingScanner again;
+  store.ScanRange(id, INT64_MIN, INT64_MAX, &again);  // cached this time
+  EXPECT_EQ(again.summaries, scan.summaries);
+  EXPECT_EQ(again.delta, scan.delta);
+  EXPECT_EQ(again.covered, scan.covered);
+  // Recompute from the raw samples, chunk by chunk, using the summaries'
+  // sample counts as seen by a scanner that records the headers.
+  class Headers : public RangeScanner {
+   public:
+    Plan PlanChunk(const ChunkHeader& h) override {
+      counts.push_back(h.count);
+      return Plan::kSkip;
+    }
+    bool OnSummary(const ChunkSummary&) override { return true; }
+    void OnSamples(absl::Span<const Sample>) override {}
+    std::vector<uint32_t> counts;
+  } headers;
+  store.ScanRange(id, INT64_MIN, INT64_MAX, &headers);
+  ASSERT_EQ(headers.counts.size(), static_cast<size_t>(scan.summaries) + 1);
+  for (size_t c = 0; c + 1 < headers.counts.size(); ++c) {
+    for (uint32_t k = 1; k < headers.counts[c]; ++k) {
+      const Sample& a = all[at + k - 1];
+      const Sample& b = all[at + k];
+      if (b.value >= a.value) {
+        inner += static_cast<double>(b.value - a.value);
+        inner_ns += b.ts_ns - a.ts_ns;
+      }
+    }
+    at += headers.counts[c];
+  }
+  EXPECT_EQ(at + scan.decoded, all.size());
+  EXPECT_EQ(scan.covered, inner_ns);
+  EXPECT_NEAR(scan.delta, inner, 1e-6 * inner);
+}
+
+// Summaries are computed by whichever scan comes first and published with
+// the chunk while the writer keeps appending: every scan sees the same
+// summary for a chunk (and the writer's sealing never disturbs it). The head
+// chunk has no summary: it is handed over as samples.
+TEST(WindowStatsStoreTest, ConcurrentScansAgreeOnEveryChunksSummary) {
+  Store store;
+  const SeriesId id = store.Register(SeriesKey{"hw_counters", "x", "mlx5_0", 1, ""},
+                                     SignalWith({CounterKind::kCounter64, 64}, 1.0));
+  class Recorder : public RangeScanner {
+   public:
+    Plan PlanChunk(const ChunkHeader&) override { return Plan::kSummary; }
+    bool OnSummary(const ChunkSummary& s) override {
+      seen[s.header.first_ts] = {s.valid_delta, s.valid_ns};
+      return true;
+    }
+    void OnSamples(absl::Span<const Sample>) override {}
+    std::map<int64_t, std::pair<double, int64_t>> seen;
+  };
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 rng(9);
+    uint64_t v = 0;
+    for (int64_t i = 0; i < 20000; ++i) {
+      v += rng() % 100000;
+      store.Append(id, kT + i * 10 * kMs, v);
+    }
+    stop = true;
+  });
+  Recorder readers[2];
+  std::vector<std::thread> threads;
+  for (Recorder& r : readers) {
+    threads.emplace_back([&store, &stop, &r, id] {
+      while (!stop) store.ScanRange(id, INT64_MIN, INT64_MAX, &r);
+    });
+  }
+  writer.join();
+  for (std::thread& t : threads) t.join();
+  Recorder last;
+  store.ScanRange(id, INT64_MIN, INT64_MAX, &last);
+  ASSERT_GT(last.seen.size(), 10u);
+  for (const Recorder& r : readers) {
+    for (const auto& [first, sum] : r.seen) {
+      auto it = last.seen.find(first);  // sealed chunks only: none is evicted
+      ASSERT_NE(it, last.seen.end()) << "chunk at " << first - kT;
+      EXPECT_EQ(sum, it->second) << "chunk at " << first - kT;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fabricscope
