@@ -78,14 +78,6 @@ const std::vector<std::string>& Families() {
 // FabricCounterSaturated alert reads nothing else.
 constexpr absl::string_view kSaturatedFamily = "fabricscope_ib_pma_saturated";
 
-bool HasSignalLabel(const std::string& family) {
-  return family == "fabricscope_peak_rate_per_second" || family == "fabricscope_microbursts_total";
-}
-bool HasLaneLabel(const std::string& family) {
-  return family == "fabricscope_fec_corrected_blocks_total" ||
-         family == "fabricscope_fec_uncorrectable_blocks_total";
-}
-
 const std::string* Label(const prometheus::ClientMetric& m, absl::string_view name) {
   for (const auto& l : m.label) {
     if (l.name == name) return &l.value;
@@ -116,26 +108,55 @@ bool FleetKeepsSignal(absl::string_view signal) {
          family == "discards" || family == "netdev_drops" || family == "rx_buffer_passed_threshold";
 }
 
+SampleRule ProfileRuleFor(MetricsProfile profile, absl::string_view family) {
+  if (profile == MetricsProfile::kFull) return SampleRule::kAll;
+  const std::vector<std::string>& keep = Families();
+  if (!std::binary_search(keep.begin(), keep.end(), family)) return SampleRule::kDrop;
+  if (family == "fabricscope_peak_rate_per_second" || family == "fabricscope_microbursts_total") {
+    return SampleRule::kSignal;
+  }
+  if (family == "fabricscope_fec_corrected_blocks_total" ||
+      family == "fabricscope_fec_uncorrectable_blocks_total") {
+    return SampleRule::kLane;
+  }
+  if (family == kSaturatedFamily) return SampleRule::kPositive;
+  return SampleRule::kAll;
+}
+
+bool ProfileKeepsSample(SampleRule rule, const absl::string_view* signal,
+                        const absl::string_view* lane, double value) {
+  switch (rule) {
+    case SampleRule::kDrop:
+      return false;
+    case SampleRule::kAll:
+      return true;
+    case SampleRule::kSignal:
+      return signal != nullptr && FleetKeepsSignal(*signal);
+    case SampleRule::kLane:
+      return lane == nullptr || lane->empty();
+    case SampleRule::kPositive:
+      return value > 0;
+  }
+  return true;
+}
+
 void ApplyMetricsProfile(MetricsProfile profile, std::vector<prometheus::MetricFamily>* families) {
   if (profile == MetricsProfile::kFull) return;
-  const std::vector<std::string>& keep = Families();
   std::vector<prometheus::MetricFamily> out;
   out.reserve(families->size());
   for (auto& f : *families) {
-    if (!std::binary_search(keep.begin(), keep.end(), f.name)) continue;
-    const bool saturation = f.name == kSaturatedFamily;
-    if (HasSignalLabel(f.name) || HasLaneLabel(f.name) || saturation) {
-      const bool signal = HasSignalLabel(f.name);
+    const SampleRule rule = ProfileRuleFor(profile, f.name);
+    if (rule == SampleRule::kDrop) continue;
+    if (rule != SampleRule::kAll) {
       auto& ms = f.metric;
       ms.erase(std::remove_if(ms.begin(), ms.end(),
-                              [signal, saturation](const prometheus::ClientMetric& m) {
-                                if (saturation) return !(m.gauge.value > 0);
-                                if (signal) {
-                                  const std::string* s = Label(m, "signal");
-                                  return s == nullptr || !FleetKeepsSignal(*s);
-                                }
-                                const std::string* lane = Label(m, "lane");
-                                return lane != nullptr && !lane->empty();
+                              [rule](const prometheus::ClientMetric& m) {
+                                const std::string* s = Label(m, "signal");
+                                const std::string* l = Label(m, "lane");
+                                const absl::string_view signal = s ? *s : absl::string_view();
+                                const absl::string_view lane = l ? *l : absl::string_view();
+                                return !ProfileKeepsSample(rule, s ? &signal : nullptr,
+                                                           l ? &lane : nullptr, m.gauge.value);
                               }),
                ms.end());
       if (ms.empty()) continue;

@@ -46,6 +46,16 @@ const std::vector<std::string>& FleetProfileFamilies();
 // fabricscope_peak_rate_per_second / fabricscope_microbursts_total.
 bool FleetKeepsSignal(absl::string_view signal);
 
+// How `profile` filters the samples of one family: dropped whole, kept
+// whole, or kept per sample by its `signal` label (FleetKeepsSignal), its
+// `lane` label (only the totals, lane ""), or its value (only while > 0).
+enum class SampleRule { kDrop, kAll, kSignal, kLane, kPositive };
+SampleRule ProfileRuleFor(MetricsProfile profile, absl::string_view family);
+// Whether a sample passes `rule` (kDrop/kAll: never/always). `signal` and
+// `lane` are the sample's label values, nullptr when it has no such label.
+bool ProfileKeepsSample(SampleRule rule, const absl::string_view* signal,
+                        const absl::string_view* lane, double value);
+
 // Drops from `families` what `profile` does not export (families, and
 // series within the kept ones); families left without series are removed.
 void ApplyMetricsProfile(MetricsProfile profile, std::vector<prometheus::MetricFamily>* families);

@@ -357,69 +357,39 @@ class AggregateSeries {
   absl::flat_hash_map<uint64_t, uint32_t> index_;
 };
 
-// Passes on what `profile` exports (ApplyMetricsProfile's rules, applied per
-// sample: the result is the same as filtering the rendered families).
+// Passes on what `profile` exports (the rules of ApplyMetricsProfile, from
+// the same ProfileRuleFor / ProfileKeepsSample, applied per sample: the
+// result is the same as filtering the rendered families).
 template <typename Sink>
 class ProfiledSink {
  public:
-  ProfiledSink(MetricsProfile profile, Sink* sink)
-      : fleet_(profile == MetricsProfile::kFleet), sink_(sink) {}
+  ProfiledSink(MetricsProfile profile, Sink* sink) : profile_(profile), sink_(sink) {}
   void Reserve(size_t samples) { sink_->Reserve(samples); }
   void Begin(const MetricSpec& spec, size_t expected) {
-    rule_ = Rule::kAll;
-    skip_ = false;
-    if (fleet_) {
-      const std::vector<std::string>& keep = FleetProfileFamilies();
-      skip_ = !std::binary_search(keep.begin(), keep.end(), spec.name);
-      if (spec.name == "fabricscope_peak_rate_per_second" ||
-          spec.name == "fabricscope_microbursts_total") {
-        rule_ = Rule::kSignal;
-      } else if (spec.name == "fabricscope_fec_corrected_blocks_total" ||
-                 spec.name == "fabricscope_fec_uncorrectable_blocks_total") {
-        rule_ = Rule::kLane;
-      } else if (spec.name == "fabricscope_ib_pma_saturated") {
-        rule_ = Rule::kSaturated;
-      }
-    }
-    if (!skip_) sink_->Begin(spec, expected);
+    rule_ = ProfileRuleFor(profile_, spec.name);
+    if (rule_ != SampleRule::kDrop) sink_->Begin(spec, expected);
   }
   void Sample(const LabelView* labels, size_t n, double value) {
-    if (skip_) return;
-    switch (rule_) {
-      case Rule::kAll:
-        break;
-      case Rule::kSignal: {
-        const absl::string_view* signal = Find(labels, n, "signal");
-        if (signal == nullptr || !FleetKeepsSignal(*signal)) return;
-        break;
-      }
-      case Rule::kLane: {
-        const absl::string_view* lane = Find(labels, n, "lane");
-        if (lane != nullptr && !lane->empty()) return;
-        break;
-      }
-      case Rule::kSaturated:
-        if (!(value > 0)) return;
-        break;
+    if (rule_ == SampleRule::kAll ||
+        (rule_ != SampleRule::kDrop &&
+         ProfileKeepsSample(rule_, Find(labels, n, "signal"), Find(labels, n, "lane"), value))) {
+      sink_->Sample(labels, n, value);
     }
-    sink_->Sample(labels, n, value);
   }
   void End() {
-    if (!skip_) sink_->End();
+    if (rule_ != SampleRule::kDrop) sink_->End();
   }
 
  private:
-  enum class Rule { kAll, kSignal, kLane, kSaturated };
   static const absl::string_view* Find(const LabelView* labels, size_t n, absl::string_view name) {
     for (size_t i = 0; i < n; ++i) {
       if (labels[i].name == name) return &labels[i].value;
     }
     return nullptr;
   }
-  const bool fleet_;
+  const MetricsProfile profile_;
   Sink* const sink_;
-  bool skip_ = false;
-  Rule rule_ = Rule::kAll;
+  SampleRule rule_ = SampleRule::kAll;
 };
 
 // Builds prometheus-cpp families.

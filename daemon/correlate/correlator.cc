@@ -529,6 +529,23 @@ std::string BlindList(const std::vector<std::string>& texts) {
 
 }  // namespace
 
+SeriesCorrelation SeriesCorrelationOf(const SeriesSnapshot& snap, SignalClass cls) {
+  SeriesCorrelation sc;
+  sc.id = snap.id;
+  sc.signal = snap.signal->name;
+  sc.signal_class = cls;
+  sc.source = snap.key->source;
+  sc.raw_name = snap.key->name;
+  sc.device = snap.key->device;
+  sc.port = snap.key->port;
+  sc.netdev = snap.key->netdev;
+  sc.priority = std::string(snap.signal->Label("priority"));
+  sc.direction = std::string(snap.signal->Label("direction"));
+  sc.counter = std::string(snap.signal->Label("counter"));
+  if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
+  return sc;
+}
+
 SpanCorrelation Correlator::Correlate(const Span& span) const {
   ProcessScopeResult process;
   SpanCorrelation out = CorrelatePorts(span, &process);
@@ -580,19 +597,7 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     const SignalClass cls = ClassifySignal(*snap.signal);
     if (cls == SignalClass::kIgnored) continue;
     if (!scope.Contains(*snap.key)) continue;
-    SeriesCorrelation sc;
-    sc.id = snap.id;
-    sc.signal = snap.signal->name;
-    sc.signal_class = cls;
-    sc.source = snap.key->source;
-    sc.raw_name = snap.key->name;
-    sc.device = snap.key->device;
-    sc.port = snap.key->port;
-    sc.netdev = snap.key->netdev;
-    sc.priority = std::string(snap.signal->Label("priority"));
-    sc.direction = std::string(snap.signal->Label("direction"));
-    sc.counter = std::string(snap.signal->Label("counter"));
-    if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
+    SeriesCorrelation sc = SeriesCorrelationOf(snap, cls);
     // Samples from the last one before the baseline to the first one after
     // the window (one max gap beyond both ends finds them), the baseline's
     // inner chunks as chunk summaries.

@@ -122,6 +122,7 @@ namespace fabricscope {
 
 class PortInventory;
 class Store;
+struct SeriesSnapshot;
 struct ProcessScopeResult;
 struct HostTopology;
 struct PortInfo;
@@ -235,6 +236,11 @@ struct SeriesCorrelation {
   double score = 0;
   bool anomalous = false;
 };
+
+// A SeriesCorrelation naming `snap` (id, signal, class, key, the priority /
+// direction / counter-or-reason label values); the judgement fields empty.
+// `snap.key` and `snap.signal` must be set.
+SeriesCorrelation SeriesCorrelationOf(const SeriesSnapshot& snap, SignalClass cls);
 
 // A blind series as the span lists it (the caveat of a clean verdict).
 struct BlindSeries {

@@ -40,21 +40,15 @@ ProcessScopeResult CorrelateProcess(const Store& store, absl::Span<const SeriesS
         store.ReadRange(snap.id, t0 - baseline_ns - gap_ns, t1 + gap_ns);
     if (samples.empty()) continue;  // an earlier process with this pid
     ++out.series;
-    SeriesCorrelation sc;
-    sc.stats = ComputeWindowStats(kSums, snap.signal->scale, samples, t0, t1, baseline_ns, gap_ns);
-    const double threshold = std::max(floor, options.rate_factor * sc.stats.baseline_rate);
-    sc.score = sc.stats.rate / threshold;
-    sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0;
-    if (!sc.anomalous) continue;
-    sc.id = snap.id;
-    sc.signal = snap.signal->name;
-    sc.signal_class = SignalClass::kRetransmits;
-    sc.source = snap.key->source;
-    sc.raw_name = snap.key->name;
-    sc.device = snap.key->device;
-    sc.port = snap.key->port;
-    sc.netdev = snap.key->netdev;
-    sc.counter = std::string(snap.signal->Label("counter"));
+    const WindowStats stats =
+        ComputeWindowStats(kSums, snap.signal->scale, samples, t0, t1, baseline_ns, gap_ns);
+    const double threshold = std::max(floor, options.rate_factor * stats.baseline_rate);
+    const double score = stats.rate / threshold;
+    if (!(stats.delta > 0 && score >= 1.0)) continue;
+    SeriesCorrelation sc = SeriesCorrelationOf(snap, SignalClass::kRetransmits);
+    sc.stats = stats;
+    sc.score = score;
+    sc.anomalous = true;
     if (process.empty()) process = std::string(snap.signal->Label("process"));
     out.anomalous.push_back(std::move(sc));
   }
