@@ -536,6 +536,7 @@ void ExpositionWriter::AddSample(const LabelView* labels, size_t n_labels, doubl
     char buf[kLineBuffer];
     char* p = buf;
     auto put = [&p](absl::string_view v) {
+      if (v.empty()) return;  // an empty view's data() may be null: no memcpy
       std::memcpy(p, v.data(), v.size());
       p += v.size();
     };
