@@ -10,8 +10,8 @@
 #include <string>
 
 #include "daemon/ingest/span_convert.h"
-#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
+#include "daemon/spans/span_kind.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/span_checks.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& rs : request.resource_spans()) {
     const fabricscope::OtlpResourceInfo resource =
         fabricscope::ConvertOtlpResource(rs.resource(), *limits);
-    FUZZ_CHECK(resource.kept.size() <= 2);  // host.name, service.name
+    FUZZ_CHECK(resource.kept.size() <= 3);  // host.name, service.name, process.pid
     for (const auto& ss : rs.scope_spans()) {
       for (const auto& in : ss.spans()) {
         for (const auto& kv : in.attributes()) {

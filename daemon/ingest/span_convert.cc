@@ -1,5 +1,6 @@
 #include "daemon/ingest/span_convert.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -246,6 +247,11 @@ OtlpResourceInfo ConvertOtlpResource(const opentelemetry::proto::resource::v1::R
     if (kv.key() != "host.name" && kv.key() != "service.name" && kv.key() != "process.pid") {
       continue;
     }
+    // OTLP keys are unique; a resource that repeats one keeps its last value
+    // (so at most three attributes are appended to every span).
+    info.kept.erase(std::remove_if(info.kept.begin(), info.kept.end(),
+                                   [&kv](const auto& a) { return a.first == kv.key(); }),
+                    info.kept.end());
     if (!ConvertOtlpAttribute(kv, limits, &info.kept)) info.too_large = true;
   }
   return info;

@@ -19,7 +19,7 @@
 // OTLP specifics: AnyValue is rendered as a string (bool "true"/"false", int
 // decimal, double shortest round-trip, bytes lower-case hex, arrays
 // "[a,b]", kvlists "{k=v,...}", nesting bounded); of the resource attributes
-// only host.name and service.name are kept (appended to each span's
+// only host.name, service.name and process.pid are kept (appended to each span's
 // attributes). OTLP's own span kind (server/client/...) is not fabricscope's
 // kind and is ignored, as are events, links and status.
 //
@@ -52,7 +52,7 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
 
 // The resource attributes kept on every span of one OTLP ResourceSpans.
 struct OtlpResourceInfo {
-  Attributes kept;  // host.name, service.name when present
+  Attributes kept;  // host.name, service.name, process.pid when present
   // Set when a kept resource attribute exceeds max_attribute_bytes: every span
   // of the resource is then rejected with attribute_too_large.
   bool too_large = false;

@@ -246,6 +246,19 @@ TEST_F(SpanConvertTest, OtlpSpanWithResource) {
 
 // process.pid (OpenTelemetry's resource attribute; an int in every SDK, a
 // string from some exporters) becomes Span::pid over both protocols.
+TEST_F(SpanConvertTest, OtlpResourceRepeatingAKeyKeepsItsLastValueOnce) {
+  otlp_resource::Resource resource;
+  for (int i = 0; i < 50; ++i) AddAttr(resource.mutable_attributes(), "host.name", "node-a");
+  AddAttr(resource.mutable_attributes(), "process.pid", "1");
+  AddAttr(resource.mutable_attributes(), "host.name", "node-b");
+  AddAttr(resource.mutable_attributes(), "process.pid", "77");
+  OtlpResourceInfo info = ConvertOtlpResource(resource, limits_);
+  EXPECT_FALSE(info.too_large);
+  ASSERT_EQ(info.kept.size(), 2u);
+  EXPECT_EQ(info.kept[0], (std::pair<std::string, std::string>("host.name", "node-b")));
+  EXPECT_EQ(info.kept[1], (std::pair<std::string, std::string>("process.pid", "77")));
+}
+
 TEST_F(SpanConvertTest, ProcessPidFromTheResourceOrTheSpanOverBothProtocols) {
   auto resource_with = [&](auto set) {
     otlp_resource::Resource resource;
