@@ -43,8 +43,24 @@ void DetectorEngine::OnAppend(const AppendEvent& ev) {
   auto it = by_family_.find(ev.signal->family);
   if (it == by_family_.end()) return;
   std::lock_guard lock(mu_);
-  context_->Learn(*ev.key);
-  for (Detector* d : it->second) d->Observe(ev);
+  Interest* interest = interest_.Get(ev.id);
+  if (interest == nullptr || interest->signal != ev.signal) {
+    // The series' first sample (or an id past the table): its pairing (the
+    // same on every later sample) and the detectors that read it.
+    context_->Learn(*ev.key);
+    std::vector<Detector*> readers;
+    for (Detector* d : it->second) {
+      if (d->Reads(*ev.signal)) readers.push_back(d);
+    }
+    if (interest == nullptr) {
+      for (Detector* d : readers) d->Observe(ev);
+      SweepLocked(ev.end_ns);
+      return;
+    }
+    interest->signal = ev.signal;
+    interest->detectors = std::move(readers);
+  }
+  for (Detector* d : interest->detectors) d->Observe(ev);
   SweepLocked(ev.end_ns);
 }
 

@@ -31,6 +31,11 @@
 // last interval they saw, their summary saying why, and their gauge drops to
 // 0; when the input comes back a new episode needs the detection time again.
 //
+// Per sample the engine does no string work: on a series' first sample it
+// learns the series' port pairing and asks each detector of its family
+// whether it reads the series (Detector::Reads); later samples find that
+// list by series id (SeriesTable).
+//
 // Thread-safety: OnAppend may be called concurrently from tier threads; one
 // mutex guards all detector state (O(1) work per relevant sample; samples of
 // families no detector reads return before taking it). Every call into a
@@ -46,6 +51,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/metrics.h"
+#include "daemon/detect/detector.h"
 #include "daemon/detect/detector_options.h"
 #include "daemon/detect/event_log.h"
 #include "store/port_inventory.h"
@@ -53,8 +59,6 @@
 
 namespace fabricscope {
 
-class Detector;
-class DetectorContext;
 class DetectorRegistry;
 
 class DetectorEngine final : public AppendObserver {
@@ -91,6 +95,14 @@ class DetectorEngine final : public AppendObserver {
   // Family -> detectors that read it; immutable after construction.
   absl::flat_hash_map<const MetricSpec*, std::vector<Detector*>> by_family_;
   mutable std::mutex mu_;
+  // Per series id: the detectors that read it, resolved on its first sample
+  // (`signal` set: resolved; a different signal under the same id is
+  // resolved again).
+  struct Interest {
+    const Signal* signal = nullptr;
+    std::vector<Detector*> detectors;
+  };
+  SeriesTable<Interest> interest_ ABSL_GUARDED_BY(mu_);
   static constexpr int64_t kSweepIntervalNs = 1'000'000'000;
   int64_t next_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
   int64_t last_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
