@@ -93,14 +93,23 @@ class DetectorEngine final : public AppendObserver {
   std::unique_ptr<DetectorContext> context_;
   std::vector<std::unique_ptr<Detector>> detectors_;
   // Family -> detectors that read it; immutable after construction.
-  absl::flat_hash_map<const MetricSpec*, std::vector<Detector*>> by_family_;
+  // Family -> the detectors that read it, each with its bit in
+  // Interest::readers; immutable after construction.
+  struct Reader {
+    Detector* detector;
+    uint64_t bit;
+  };
+  absl::flat_hash_map<const MetricSpec*, std::vector<Reader>> by_family_;
+  // Per-series interest needs a bit per detector: with more than 64 the
+  // engine asks Reads() on every sample instead.
+  bool per_series_ = true;
   mutable std::mutex mu_;
-  // Per series id: the detectors that read it, resolved on its first sample
-  // (`signal` set: resolved; a different signal under the same id is
-  // resolved again).
+  // Per series id: the detectors of its family that read it (bits of
+  // Reader::bit), resolved on its first sample (`signal` set: resolved; a
+  // different signal under the same id is resolved again). 16 bytes a series.
   struct Interest {
     const Signal* signal = nullptr;
-    std::vector<Detector*> detectors;
+    uint64_t readers = 0;
   };
   SeriesTable<Interest> interest_ ABSL_GUARDED_BY(mu_);
   static constexpr int64_t kSweepIntervalNs = 1'000'000'000;
