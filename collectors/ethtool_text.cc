@@ -1,5 +1,7 @@
 #include "collectors/ethtool_text.h"
 
+#include <cstring>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -33,8 +35,49 @@ LineKind SplitLine(absl::string_view line, bool first, absl::string_view* name, 
   return LineKind::kStat;
 }
 
-template <typename OnStat>
-absl::Status ForEachStat(absl::string_view text, OnStat on_stat) {
+bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// The per-tick fast path of the values-only parse: true (and *value) when
+// `line` is exactly `[ws]expected[ws]:[ws]digits[ws]` with a value that fits
+// 64 bits. SplitLine reads such a line as the stat `expected` with the same
+// value (no ':' after the one that ends the name, so it is the last; the
+// name, trimmed, is `expected`, which has no surrounding whitespace), so
+// taking this path changes no outcome; any other line (blank, comment,
+// another name, garbage) returns false and goes through SplitLine.
+bool FastStat(absl::string_view line, absl::string_view expected, uint64_t* value) {
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  while (p < end && IsSpace(*p)) ++p;
+  if (expected.empty() || static_cast<size_t>(end - p) < expected.size() ||
+      std::memcmp(p, expected.data(), expected.size()) != 0) {
+    return false;
+  }
+  p += expected.size();
+  while (p < end && IsSpace(*p)) ++p;
+  if (p == end || *p != ':') return false;
+  ++p;
+  while (p < end && IsSpace(*p)) ++p;
+  const char* const digits = p;
+  uint64_t v = 0;
+  for (; p < end && *p >= '0' && *p <= '9'; ++p) {
+    if (__builtin_mul_overflow(v, uint64_t{10}, &v) ||
+        __builtin_add_overflow(v, static_cast<uint64_t>(*p - '0'), &v)) {
+      return false;  // overflow: SplitLine reports the line
+    }
+  }
+  if (p == digits) return false;
+  while (p < end && IsSpace(*p)) ++p;
+  if (p != end) return false;
+  *value = v;
+  return true;
+}
+
+// Calls on_stat(name, value) for each stat line of `text` until it returns
+// false. fast(line, &value) (values-only parse) may accept a line as the
+// next expected stat before the general split; it then calls
+// on_fast(value) instead.
+template <typename OnStat, typename Fast, typename OnFast>
+absl::Status ForEachStat(absl::string_view text, OnStat on_stat, Fast fast, OnFast on_fast) {
   bool first = true;
   int line_no = 0;
   size_t pos = 0;
@@ -46,6 +89,11 @@ absl::Status ForEachStat(absl::string_view text, OnStat on_stat) {
     ++line_no;
     absl::string_view name;
     uint64_t value = 0;
+    if (fast(line, &value)) {
+      on_fast(value);
+      first = false;
+      continue;
+    }
     switch (SplitLine(line, first, &name, &value)) {
       case LineKind::kBlank:
         continue;
@@ -61,6 +109,12 @@ absl::Status ForEachStat(absl::string_view text, OnStat on_stat) {
     first = false;
   }
   return absl::OkStatus();
+}
+
+template <typename OnStat>
+absl::Status ForEachStat(absl::string_view text, OnStat on_stat) {
+  return ForEachStat(
+      text, on_stat, [](absl::string_view, uint64_t*) { return false; }, [](uint64_t) {});
 }
 
 }  // namespace
@@ -91,14 +145,20 @@ absl::Status ParseEthtoolStatsValues(absl::string_view text,
   values->resize(expected_names.size());
   size_t i = 0;
   bool match = true;
-  absl::Status s = ForEachStat(text, [&](absl::string_view name, uint64_t value) {
-    if (i >= expected_names.size() || expected_names[i] != name) {
-      match = false;
-      return false;
-    }
-    (*values)[i++] = value;
-    return true;
-  });
+  absl::Status s = ForEachStat(
+      text,
+      [&](absl::string_view name, uint64_t value) {
+        if (i >= expected_names.size() || expected_names[i] != name) {
+          match = false;
+          return false;
+        }
+        (*values)[i++] = value;
+        return true;
+      },
+      [&](absl::string_view line, uint64_t* value) {
+        return i < expected_names.size() && FastStat(line, expected_names[i], value);
+      },
+      [&](uint64_t value) { (*values)[i++] = value; });
   if (!s.ok()) return s;
   *names_match = match && i == expected_names.size();
   return absl::OkStatus();

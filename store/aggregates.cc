@@ -46,13 +46,26 @@ void PeakWindow::Recompute() {
   }
 }
 
+void PeakWindow::SetCurrentStart(int64_t ts_ns) {
+  const auto into = static_cast<int64_t>(Mod(ts_ns, static_cast<size_t>(g_.width_ns)));
+  cur_start_valid_ = ts_ns >= INT64_MIN + into;  // else the start is below INT64_MIN
+  cur_start_ns_ = cur_start_valid_ ? ts_ns - into : 0;
+}
+
 void PeakWindow::Add(int64_t ts_ns, double rate, bool valid) {
-  const int64_t idx = FloorDiv(ts_ns, g_.width_ns);
+  // Most intervals end in the current bucket: no division for those (the
+  // difference is taken unsigned, so it cannot overflow).
+  const bool in_current = cur_index_ != INT64_MIN && cur_start_valid_ && ts_ns >= cur_start_ns_ &&
+                          static_cast<uint64_t>(ts_ns) - static_cast<uint64_t>(cur_start_ns_) <
+                              static_cast<uint64_t>(g_.width_ns);
+  const int64_t idx = in_current ? cur_index_ : FloorDiv(ts_ns, g_.width_ns);
   if (cur_index_ == INT64_MIN) {
     cur_index_ = idx;
+    SetCurrentStart(ts_ns);
   } else if (idx > cur_index_) {
     ring_[Mod(cur_index_, ring_.size())] = {cur_valid_ ? cur_index_ : INT64_MIN, cur_max_};
     cur_index_ = idx;
+    SetCurrentStart(ts_ns);
     cur_valid_ = false;
     cur_max_ = 0;
     Recompute();

@@ -88,10 +88,14 @@ class PeakWindow {
     double max = 0;
   };
   void Recompute();
+  void SetCurrentStart(int64_t ts_ns);  // of the bucket of ts_ns, just made current
 
   PeakGeometry g_;
   std::vector<Bucket> ring_;
   int64_t cur_index_ = INT64_MIN;
+  // Where bucket cur_index_ begins (cur_index_ * width), when representable.
+  int64_t cur_start_ns_ = 0;
+  bool cur_start_valid_ = false;
   double cur_max_ = 0;
   bool cur_valid_ = false;
   double older_max_ = 0;  // max of the older buckets still in the window

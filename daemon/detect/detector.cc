@@ -35,18 +35,41 @@ void DetectorContext::DeclareKinds(absl::string_view detector,
 void DetectorContext::Learn(const SeriesKey& key) {
   if (key.device.empty() || key.netdev.empty()) return;
   if (by_netdev_.contains(key.netdev)) return;
+  ++generation_;
   PortRef ref{key.device, key.port, key.netdev, 0};
   by_netdev_[key.netdev] = ref;
   by_device_[absl::StrCat(key.device, "/", key.port)] = ref;
 }
 
 PortRef DetectorContext::Resolve(const SeriesKey& key, int64_t now_ns) {
+  bool stable = false;
+  return ResolveImpl(key, now_ns, &stable);
+}
+
+const PortRef& DetectorContext::ResolveSeries(SeriesId id, const SeriesKey& key, int64_t now_ns) {
+  ResolvedSeries* cached = resolved_.Get(id);
+  if (cached != nullptr && cached->generation == generation_) return cached->ref;
+  bool stable = false;
+  PortRef ref = ResolveImpl(key, now_ns, &stable);
+  if (cached == nullptr) {
+    scratch_ = std::move(ref);
+    return scratch_;
+  }
+  // ResolveImpl may have refreshed from the inventory: the generation read
+  // after it is the one the result belongs to.
+  cached->generation = stable ? generation_ : 0;
+  cached->ref = std::move(ref);
+  return cached->ref;
+}
+
+PortRef DetectorContext::ResolveImpl(const SeriesKey& key, int64_t now_ns, bool* stable) {
   PortRef ref{key.device, key.port, key.netdev, 0};
   const PortRef* known = nullptr;
+  *stable = true;  // no lookup: the key says all that is known
   if (!key.device.empty()) {
-    known = Find(by_device_, absl::StrCat(key.device, "/", key.port), now_ns);
+    known = Find(by_device_, absl::StrCat(key.device, "/", key.port), now_ns, stable);
   } else if (!key.netdev.empty()) {
-    known = Find(by_netdev_, key.netdev, now_ns);
+    known = Find(by_netdev_, key.netdev, now_ns, stable);
   }
   if (known != nullptr) {
     if (ref.device.empty()) {
@@ -84,13 +107,15 @@ uint64_t DetectorContext::OpenEvent(DetectorEvent e) {
 }
 
 const PortRef* DetectorContext::Find(absl::flat_hash_map<std::string, PortRef>& map,
-                                     const std::string& key, int64_t now_ns) {
+                                     const std::string& key, int64_t now_ns, bool* stable) {
   auto it = map.find(key);
-  if (it != map.end() && it->second.link_bps > 0) return &it->second;
+  *stable = it != map.end() && it->second.link_bps > 0;
+  if (*stable) return &it->second;
   // Unknown or without a link rate: consult the port inventory, at most
   // once a second.
   if (ports_ != nullptr && now_ns - last_refresh_ns_ >= 1'000'000'000) {
     last_refresh_ns_ = now_ns;
+    ++generation_;
     for (const PortInfo& p : ports_->List()) {
       if (p.device.empty()) continue;
       PortRef ref{p.device, p.port, p.netdev, ParseLinkRateBps(p.rate)};

@@ -56,6 +56,27 @@ struct PortRef {
   double link_bps = 0;
 };
 
+// A table indexed by the store's series ids (dense, counted from 0): the
+// per-series caches of the engine and the detectors, so that a sample finds
+// what its series resolved to without string work. Entries are
+// value-initialised on first use. Ids from kMaxIds on get none (Get returns
+// null; callers take their uncached path), which bounds the table.
+// Not thread-safe (used under the engine's lock). A pointer from Get is
+// valid until the next Get.
+template <typename T>
+class SeriesTable {
+ public:
+  static constexpr SeriesId kMaxIds = SeriesId{1} << 20;
+  T* Get(SeriesId id) {
+    if (id >= kMaxIds) return nullptr;
+    if (id >= entries_.size()) entries_.resize(static_cast<size_t>(id) + 1);
+    return &entries_[id];
+  }
+
+ private:
+  std::vector<T> entries_;
+};
+
 // What the detectors share: the options, where events go, the metrics (state
 // gauges and fabricscope_detector_events_total) and the port inventory
 // (device/port <-> netdev, link rates) learned from the samples and the
@@ -84,6 +105,15 @@ class DetectorContext {
   // The port a series belongs to, as completely as known (the port
   // inventory is consulted at most once a second of `now_ns`).
   PortRef Resolve(const SeriesKey& key, int64_t now_ns);
+  // The same for the series `id` (whose key is `key`), remembered per series
+  // while the port maps are unchanged (generation()) and the port was found
+  // with its link rate (otherwise Resolve runs, and may consult the
+  // inventory, as before). The reference is valid until the next call.
+  const PortRef& ResolveSeries(SeriesId id, const SeriesKey& key, int64_t now_ns);
+  // Changes whenever what Resolve returns may change (a pairing learned, the
+  // inventory consulted): a detector's per-series cache of anything derived
+  // from a PortRef is valid while this is unchanged. Never 0.
+  uint64_t generation() const { return generation_; }
 
   // Sets a state gauge; several holders of one label set are reference
   // counted (the gauge is 1 while any of them is active).
@@ -97,8 +127,16 @@ class DetectorContext {
   uint64_t OpenEvent(DetectorEvent e);
 
  private:
+  // *stable: the entry was found with its link rate, so no inventory refresh
+  // was due (the result depends only on the maps).
   const PortRef* Find(absl::flat_hash_map<std::string, PortRef>& map, const std::string& key,
-                      int64_t now_ns);
+                      int64_t now_ns, bool* stable);
+  PortRef ResolveImpl(const SeriesKey& key, int64_t now_ns, bool* stable);
+
+  struct ResolvedSeries {
+    uint64_t generation = 0;  // 0: nothing cached
+    PortRef ref;
+  };
 
   const DetectorOptions& options_;
   const PortInventory* const ports_;
@@ -107,6 +145,9 @@ class DetectorContext {
   absl::flat_hash_map<std::string, PortRef> by_netdev_;
   absl::flat_hash_map<std::string, PortRef> by_device_;  // "mlx5_0/1"
   int64_t last_refresh_ns_ = INT64_MIN / 2;
+  uint64_t generation_ = 1;
+  SeriesTable<ResolvedSeries> resolved_;
+  PortRef scratch_;  // ResolveSeries' result when the series has no table entry
   absl::flat_hash_map<std::string, int> active_;
 };
 
@@ -190,6 +231,10 @@ class Detector {
 
   // The metric families whose samples it reads; fixed after construction.
   virtual std::vector<const MetricSpec*> Families() const = 0;
+  // Whether it reads the series of `signal` (a signal of one of Families()).
+  // The engine asks once per series and calls Observe only for the series
+  // read; by default every series of the families.
+  virtual bool Reads(const Signal& signal) const { return true; }
   // One sample of one of Families(). Called with the engine's lock held.
   virtual void Observe(const AppendEvent& ev) = 0;
   // Calls `fn` for every episode this detector holds (the engine's stale

@@ -31,8 +31,12 @@ DetectorEngine::DetectorEngine(const DetectorRegistry& registry, DetectorOptions
   for (const auto& e : registry.entries()) {
     if (options_.Enabled(e.name)) detectors_.push_back(e.detector.create(e.name, context_.get()));
   }
-  for (auto& d : detectors_) {
-    for (const MetricSpec* f : d->Families()) by_family_[f].push_back(d.get());
+  per_series_ = detectors_.size() <= 64;
+  for (size_t i = 0; i < detectors_.size(); ++i) {
+    const uint64_t bit = per_series_ ? uint64_t{1} << i : 0;
+    for (const MetricSpec* f : detectors_[i]->Families()) {
+      by_family_[f].push_back({detectors_[i].get(), bit});
+    }
   }
 }
 
@@ -43,8 +47,29 @@ void DetectorEngine::OnAppend(const AppendEvent& ev) {
   auto it = by_family_.find(ev.signal->family);
   if (it == by_family_.end()) return;
   std::lock_guard lock(mu_);
-  context_->Learn(*ev.key);
-  for (Detector* d : it->second) d->Observe(ev);
+  Interest* interest = per_series_ ? interest_.Get(ev.id) : nullptr;
+  if (interest == nullptr) {
+    // An id past the table (or too many detectors): asked on every sample.
+    context_->Learn(*ev.key);
+    for (const Reader& r : it->second) {
+      if (r.detector->Reads(*ev.signal)) r.detector->Observe(ev);
+    }
+    SweepLocked(ev.end_ns);
+    return;
+  }
+  if (interest->signal != ev.signal) {
+    // The series' first sample: its pairing (the same on every later
+    // sample) and the detectors that read it.
+    context_->Learn(*ev.key);
+    interest->signal = ev.signal;
+    interest->readers = 0;
+    for (const Reader& r : it->second) {
+      if (r.detector->Reads(*ev.signal)) interest->readers |= r.bit;
+    }
+  }
+  for (const Reader& r : it->second) {
+    if ((interest->readers & r.bit) != 0) r.detector->Observe(ev);
+  }
   SweepLocked(ev.end_ns);
 }
 

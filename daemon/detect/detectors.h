@@ -31,6 +31,11 @@
 // last interval they saw, their summary saying why, and their gauge drops to
 // 0; when the input comes back a new episode needs the detection time again.
 //
+// Per sample the engine does no string work: on a series' first sample it
+// learns the series' port pairing and asks each detector of its family
+// whether it reads the series (Detector::Reads); later samples find that
+// list by series id (SeriesTable).
+//
 // Thread-safety: OnAppend may be called concurrently from tier threads; one
 // mutex guards all detector state (O(1) work per relevant sample; samples of
 // families no detector reads return before taking it). Every call into a
@@ -46,6 +51,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "core/metrics.h"
+#include "daemon/detect/detector.h"
 #include "daemon/detect/detector_options.h"
 #include "daemon/detect/event_log.h"
 #include "store/port_inventory.h"
@@ -53,8 +59,6 @@
 
 namespace fabricscope {
 
-class Detector;
-class DetectorContext;
 class DetectorRegistry;
 
 class DetectorEngine final : public AppendObserver {
@@ -89,8 +93,25 @@ class DetectorEngine final : public AppendObserver {
   std::unique_ptr<DetectorContext> context_;
   std::vector<std::unique_ptr<Detector>> detectors_;
   // Family -> detectors that read it; immutable after construction.
-  absl::flat_hash_map<const MetricSpec*, std::vector<Detector*>> by_family_;
+  // Family -> the detectors that read it, each with its bit in
+  // Interest::readers; immutable after construction.
+  struct Reader {
+    Detector* detector;
+    uint64_t bit;
+  };
+  absl::flat_hash_map<const MetricSpec*, std::vector<Reader>> by_family_;
+  // Per-series interest needs a bit per detector: with more than 64 the
+  // engine asks Reads() on every sample instead.
+  bool per_series_ = true;
   mutable std::mutex mu_;
+  // Per series id: the detectors of its family that read it (bits of
+  // Reader::bit), resolved on its first sample (`signal` set: resolved; a
+  // different signal under the same id is resolved again). 16 bytes a series.
+  struct Interest {
+    const Signal* signal = nullptr;
+    uint64_t readers = 0;
+  };
+  SeriesTable<Interest> interest_ ABSL_GUARDED_BY(mu_);
   static constexpr int64_t kSweepIntervalNs = 1'000'000'000;
   int64_t next_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
   int64_t last_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;

@@ -55,25 +55,58 @@ void EcnMistuningDetector::Observe(const AppendEvent& ev) {
     return;
   }
   if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
-  const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
+  const PortRef& ref = ctx_->ResolveSeries(ev.id, *ev.key, ev.end_ns);
   if (ref.device.empty()) return;  // a netdev that is not an RDMA port
-  PortState& p = Port(ref);
+  Cached* cached = cache_.Get(ev.id);
+  PortState* port = nullptr;
+  Input input = Input::kUnknown;
+  if (cached != nullptr && cached->port != nullptr && cached->inserts == port_inserts_ &&
+      cached->generation == ctx_->generation()) {
+    port = cached->port;
+    input = cached->input;
+    if (ref.link_bps > 0) port->link_bps = ref.link_bps;  // as Port() does
+  } else {
+    port = &Port(ref);
+    input = InputOf(*ev.signal);
+    if (cached != nullptr) *cached = {input, port, port_inserts_, ctx_->generation()};
+  }
+  PortState& p = *port;
   const int64_t dt = ev.end_ns - ev.start_ns;
   if (p.first_ns == INT64_MIN) p.first_ns = ev.start_ns;
-  if (f == &families::kDiscards) {
-    p.drops.Add(ev.end_ns, dt, ev.delta);
-  } else if (f == &families::kEcnMarked || f == &families::kCnpSent) {
-    p.marks.Add(ev.end_ns, dt, ev.delta);
-    if (f == &families::kCnpSent) p.cnps.Add(ev.end_ns, dt, ev.delta);
-  } else if (f == &families::kCnpHandled) {
-    p.cnps.Add(ev.end_ns, dt, ev.delta);
-  } else if (f == &families::kCnpIgnored) {
-    p.ignored.Add(ev.end_ns, dt, ev.delta);
-  } else {  // bytes: utilization is the busiest direction of either source
-    const bool rx = ev.signal->Label("direction") == "rx";
-    const bool port_src = f == &families::kPortBytes;
-    (port_src ? (rx ? p.port_rx : p.port_tx) : (rx ? p.net_rx : p.net_tx))
-        .Add(ev.end_ns, dt, ev.delta);
+  WindowSum* sums[2] = {nullptr, nullptr};
+  switch (input) {
+    case Input::kDrops:
+      sums[0] = &p.drops;
+      break;
+    case Input::kMarks:
+      sums[0] = &p.marks;
+      break;
+    case Input::kMarksAndCnps:
+      sums[0] = &p.marks;
+      sums[1] = &p.cnps;
+      break;
+    case Input::kCnps:
+      sums[0] = &p.cnps;
+      break;
+    case Input::kIgnored:
+      sums[0] = &p.ignored;
+      break;
+    case Input::kPortRx:
+      sums[0] = &p.port_rx;
+      break;
+    case Input::kPortTx:
+      sums[0] = &p.port_tx;
+      break;
+    case Input::kNetRx:
+      sums[0] = &p.net_rx;
+      break;
+    case Input::kNetTx:
+    case Input::kUnknown:
+      sums[0] = &p.net_tx;
+      break;
+  }
+  for (WindowSum* w : sums) {
+    if (w != nullptr) w->Add(ev.end_ns, dt, ev.delta);
   }
   if (ev.end_ns < p.next_eval_ns) return;
   const int64_t from = p.last_eval_ns == INT64_MIN ? ev.start_ns : p.last_eval_ns;
@@ -82,10 +115,24 @@ void EcnMistuningDetector::Observe(const AppendEvent& ev) {
   Evaluate(&p, ref, from, ev.end_ns);
 }
 
+EcnMistuningDetector::Input EcnMistuningDetector::InputOf(const Signal& signal) {
+  const MetricSpec* f = signal.family;
+  if (f == &families::kDiscards) return Input::kDrops;
+  if (f == &families::kEcnMarked) return Input::kMarks;
+  if (f == &families::kCnpSent) return Input::kMarksAndCnps;
+  if (f == &families::kCnpHandled) return Input::kCnps;
+  if (f == &families::kCnpIgnored) return Input::kIgnored;
+  // bytes: utilization is the busiest direction of either source
+  const bool rx = signal.Label("direction") == "rx";
+  if (f == &families::kPortBytes) return rx ? Input::kPortRx : Input::kPortTx;
+  return rx ? Input::kNetRx : Input::kNetTx;
+}
+
 EcnMistuningDetector::PortState& EcnMistuningDetector::Port(const PortRef& ref) {
   const std::string key = absl::StrCat(ref.device, "/", ref.port);
   auto it = ports_.find(key);
   if (it == ports_.end()) {
+    ++port_inserts_;
     const DetectorOptions& o = ctx_->options();
     it =
         ports_.try_emplace(key, Ns(o.ecn_window), Ns(o.ecn_detection), Ns(o.ecn_restoration)).first;

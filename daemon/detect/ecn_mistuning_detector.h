@@ -82,6 +82,31 @@ class EcnMistuningDetector final : public Detector {
   void ObserveConfig(const AppendEvent& ev);
 
   absl::flat_hash_map<std::string, PortState> ports_;  // "device/port"
+  // ports_ insertions so far (an insertion may move every PortState).
+  uint64_t port_inserts_ = 0;
+  // Per series: the window sum(s) its samples add to (fixed by its signal)
+  // and its port's state, valid while ports_ took no insertion and the
+  // context's generation (what the series resolves to) is unchanged.
+  enum class Input : uint8_t {
+    kUnknown,
+    kDrops,
+    kMarks,
+    kMarksAndCnps,  // CNPs sent: both
+    kCnps,
+    kIgnored,
+    kPortRx,
+    kPortTx,
+    kNetRx,
+    kNetTx
+  };
+  struct Cached {
+    Input input = Input::kUnknown;
+    PortState* port = nullptr;
+    uint64_t inserts = 0;
+    uint64_t generation = 0;
+  };
+  SeriesTable<Cached> cache_;
+  static Input InputOf(const Signal& signal);
   absl::flat_hash_map<std::string, PrioConfig> prio_;  // "netdev|priority"
   absl::flat_hash_map<std::string, Episode> config_;   // "netdev|priority"
 };

@@ -41,31 +41,30 @@ void LinkDegradationDetector::ForEachEpisode(const std::function<void(Episode&)>
   for (auto& [k, s] : states_) fn(s.ep);
 }
 
-void LinkDegradationDetector::Observe(const AppendEvent& ev) {
-  const MetricSpec* f = ev.signal->family;
-  const bool corrected = f == &families::kFecCorrectedBlocks || f == &families::kPhyCorrectedBits;
-  absl::string_view kind;
-  if (corrected) {
-    kind = "fec_corrected_rising";
-  } else if (f == &families::kFecUncorrectableBlocks) {
-    kind = "fec_uncorrectable";
-  } else if (f == &families::kPhySymbolErrors) {
-    kind = "symbol_errors";
-  } else if (f == &families::kLinkDownEvents) {
-    kind = "link_downed";
-  } else {  // IB PMA port errors
-    const absl::string_view c = ev.signal->Label("counter");
-    if (c == "symbol_error") {
-      kind = "symbol_errors";
-    } else if (c == "link_downed") {
-      kind = "link_downed";
-    } else if (c == "link_error_recovery") {
-      kind = "link_error_recovery";
-    } else {
-      return;
-    }
+absl::string_view LinkDegradationDetector::KindOf(const Signal& signal) {
+  const MetricSpec* f = signal.family;
+  if (!signal.Label("lane").empty()) return "";  // per-lane FEC: the total is enough
+  if (f == &families::kFecCorrectedBlocks || f == &families::kPhyCorrectedBits) {
+    return "fec_corrected_rising";
   }
-  if (!ev.signal->Label("lane").empty()) return;  // per-lane FEC: the total is enough
+  if (f == &families::kFecUncorrectableBlocks) return "fec_uncorrectable";
+  if (f == &families::kPhySymbolErrors) return "symbol_errors";
+  if (f == &families::kLinkDownEvents) return "link_downed";
+  // IB PMA port errors
+  const absl::string_view c = signal.Label("counter");
+  if (c == "symbol_error") return "symbol_errors";
+  if (c == "link_downed") return "link_downed";
+  if (c == "link_error_recovery") return "link_error_recovery";
+  return "";
+}
+
+bool LinkDegradationDetector::Reads(const Signal& signal) const { return !KindOf(signal).empty(); }
+
+LinkDegradationDetector::State& LinkDegradationDetector::FindState(const AppendEvent& ev,
+                                                                   bool corrected,
+                                                                   const PortRef* resolved) {
+  const MetricSpec* f = ev.signal->family;
+  const absl::string_view kind = KindOf(*ev.signal);
   const DetectorOptions& o = ctx_->options();
   // A corrected-rate state per series (each has its own baseline); error
   // increases per port and kind, whichever counter reports them (the
@@ -75,11 +74,12 @@ void LinkDegradationDetector::Observe(const AppendEvent& ev) {
   if (corrected) {
     key = absl::StrCat("series:", ev.id);
   } else {
-    ref = ctx_->Resolve(*ev.key, ev.end_ns);
+    ref = *resolved;
     key = absl::StrCat(ref.device, "/", ref.port, "|", ref.netdev, "|", kind);
   }
   auto it = states_.find(key);
   if (it == states_.end()) {
+    ++inserts_;
     const int64_t on = corrected ? 300'000'000 : 0;
     it = states_.try_emplace(key, on, Ns(o.link_hold), Ns(o.fec_baseline)).first;
     State& st = it->second;
@@ -95,8 +95,28 @@ void LinkDegradationDetector::Observe(const AppendEvent& ev) {
                           {"kind", st.ep.tmpl.kind}};
     ctx_->DeclareGauge(kLinkDegradedActive, st.ep.gauge_labels);
   }
+  return it->second;
+}
+
+void LinkDegradationDetector::Observe(const AppendEvent& ev) {
+  // Only the series Reads() accepts come here (the engine asks once).
+  const MetricSpec* f = ev.signal->family;
+  const bool corrected = f == &families::kFecCorrectedBlocks || f == &families::kPhyCorrectedBits;
+  const DetectorOptions& o = ctx_->options();
+  // An error kind's state is keyed by the port, resolved on every sample
+  // (which may consult the inventory); a corrected-rate state by the series.
+  const PortRef* ref = corrected ? nullptr : &ctx_->ResolveSeries(ev.id, *ev.key, ev.end_ns);
+  Cached* cached = cache_.Get(ev.id);
+  State* state = nullptr;
+  if (cached != nullptr && cached->state != nullptr && cached->inserts == inserts_ &&
+      (corrected || cached->generation == ctx_->generation())) {
+    state = cached->state;
+  } else {
+    state = &FindState(ev, corrected, ref);
+    if (cached != nullptr) *cached = {state, inserts_, ctx_->generation()};
+  }
   if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
-  State& st = it->second;
+  State& st = *state;
   if (st.corrected) {
     const auto [rate, baseline] = st.rate.Add(ev, !st.ep.deb.active());
     const bool cond = rate >= st.floor && rate >= o.fec_corrected_factor * baseline;

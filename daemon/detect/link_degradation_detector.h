@@ -36,6 +36,7 @@ class LinkDegradationDetector final : public Detector {
 
   using Detector::Detector;
   std::vector<const MetricSpec*> Families() const override;
+  bool Reads(const Signal& signal) const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 
@@ -51,6 +52,20 @@ class LinkDegradationDetector final : public Detector {
   // "series:<id>" for a corrected-rate state, "<device>/<port>|<netdev>|<kind>"
   // for an error kind.
   absl::flat_hash_map<std::string, State> states_;
+  // states_ insertions so far (an insertion may move every State).
+  uint64_t inserts_ = 0;
+  // Per series: its State, valid while states_ took no insertion and (error
+  // kinds, keyed by the resolved port) the context's generation is unchanged.
+  struct Cached {
+    State* state = nullptr;
+    uint64_t inserts = 0;
+    uint64_t generation = 0;
+  };
+  SeriesTable<Cached> cache_;
+
+  // The kind a series reports; empty for a series it does not read.
+  static absl::string_view KindOf(const Signal& signal);
+  State& FindState(const AppendEvent& ev, bool corrected, const PortRef* resolved);
 };
 
 }  // namespace fabricscope

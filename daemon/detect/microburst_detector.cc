@@ -52,12 +52,22 @@ void MicroburstDetector::Observe(const AppendEvent& ev) {
   if (!ev.rate_valid) return;
   const MetricSpec* f = ev.signal->family;
   const bool evidence = f == &families::kPfcPauseFrames || f == &families::kDiscards;
-  auto it = states_.find(ev.id);
-  if (it == states_.end()) {
+  Cached* cached = cache_.Get(ev.id);
+  SeriesState* state = nullptr;
+  if (cached != nullptr && cached->version == inserts_ + 1) {
+    state = cached->state;
+  } else {
+    auto it = states_.find(ev.id);
+    state = it == states_.end() ? nullptr : &it->second;
+    if (cached != nullptr) *cached = {inserts_ + 1, state};
+  }
+  if (state == nullptr) {
     // State only for series that burst, and for the evidence.
     if (!evidence && !ev.microburst) return;
-    it = states_.try_emplace(ev.id, Ns(ctx_->options().microburst_gap)).first;
-    SeriesState& st = it->second;
+    ++inserts_;
+    state = &states_.try_emplace(ev.id, Ns(ctx_->options().microburst_gap)).first->second;
+    if (cached != nullptr) *cached = {inserts_ + 1, state};
+    SeriesState& st = *state;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
     st.signal = SignalText(*ev.signal);
     st.bursts = burst_families_.contains(f);
@@ -75,7 +85,7 @@ void MicroburstDetector::Observe(const AppendEvent& ev) {
                        {"port", PortLabel(ev.key->port)}, {"netdev", ev.key->netdev},
                        {"priority", ep.tmpl.priority},    {"direction", ep.tmpl.direction}};
   }
-  SeriesState& st = it->second;
+  SeriesState& st = *state;
   if (st.evidence) {
     const double mean = st.recent.Rate(ev.start_ns);
     st.recent.Add(ev.end_ns, ev.end_ns - ev.start_ns, ev.delta);

@@ -75,6 +75,14 @@ class MicroburstDetector final : public Detector {
   absl::flat_hash_set<const MetricSpec*> burst_families_;
   absl::flat_hash_map<SeriesId, SeriesState> states_;
   absl::node_hash_map<std::string, PortState> ports_;  // "device/port" or netdev
+  // Per series: its entry in states_ (null: none yet), valid while states_
+  // took no insertion since (an insertion may move every SeriesState).
+  struct Cached {
+    uint64_t version = 0;  // states_ insertions + 1 when cached; 0: not cached
+    SeriesState* state = nullptr;
+  };
+  uint64_t inserts_ = 0;
+  SeriesTable<Cached> cache_;
 };
 
 }  // namespace fabricscope

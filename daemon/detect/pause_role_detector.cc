@@ -88,9 +88,15 @@ void PauseRoleDetector::Observe(const AppendEvent& ev) {
     });
     return;
   }
-  const std::string priority(ev.signal->Label("priority"));
-  const bool rx = ev.signal->Label("direction") == "rx";
-  PriorityState& s = State(ev, priority);
+  Cached* cached = cache_.Get(ev.id);
+  if (cached == nullptr || cached->state == nullptr) {
+    const std::string priority(ev.signal->Label("priority"));
+    const Cached found{&State(ev, priority), ev.signal->Label("direction") == "rx"};
+    if (cached == nullptr) cached = &cache_scratch_;
+    *cached = found;
+  }
+  PriorityState& s = *cached->state;
+  const bool rx = cached->rx;
   if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
   const double fraction = PauseFraction(ev);
   if (rx) {

@@ -69,6 +69,15 @@ class PauseRoleDetector final : public Detector {
   absl::node_hash_map<std::string, PriorityState> priorities_;
   // The NIC's pause-storm counters, keyed by series (priority "").
   absl::node_hash_map<SeriesId, Episode> nic_;
+  // Per pause-time series: its (netdev, priority) state (node_hash_map: the
+  // pointer stays valid) and whether it is the rx direction; both fixed by
+  // its key and signal.
+  struct Cached {
+    PriorityState* state = nullptr;
+    bool rx = false;
+  };
+  SeriesTable<Cached> cache_;
+  Cached cache_scratch_;  // a series with no table entry
 };
 
 }  // namespace fabricscope

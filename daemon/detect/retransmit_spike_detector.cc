@@ -37,15 +37,18 @@ void RetransmitSpikeDetector::ForEachEpisode(const std::function<void(Episode&)>
   for (auto& [k, s] : states_) fn(s.ep);
 }
 
+bool RetransmitSpikeDetector::Reads(const Signal& signal) const {
+  const absl::string_view counter = signal.Label("counter");
+  return counter == "out_of_sequence" || counter == "packet_seq_err" ||
+         counter == "local_ack_timeout_err";
+}
+
 void RetransmitSpikeDetector::Observe(const AppendEvent& ev) {
-  const absl::string_view counter = ev.signal->Label("counter");
-  if (counter != "out_of_sequence" && counter != "packet_seq_err" &&
-      counter != "local_ack_timeout_err") {
-    return;
-  }
+  // Only the series Reads() accepts come here (the engine asks once).
   const DetectorOptions& o = ctx_->options();
   auto it = states_.find(ev.id);
   if (it == states_.end()) {
+    const absl::string_view counter = ev.signal->Label("counter");
     it = states_
              .try_emplace(ev.id, Ns(o.retransmit_window), Ns(o.retransmit_baseline),
                           Ns(o.retransmit_restoration))

@@ -32,6 +32,7 @@ class RetransmitSpikeDetector final : public Detector {
 
   using Detector::Detector;
   std::vector<const MetricSpec*> Families() const override;
+  bool Reads(const Signal& signal) const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 

@@ -137,5 +137,51 @@ TEST(EthtoolTextTest, ValuesOnlyPathDetectsNameChanges) {
   EXPECT_FALSE(ParseEthtoolStatsValues("rx_prio0_pause: x\n", names, &values, &match).ok());
 }
 
+// The values-only parse reads a line of the expected name without the
+// general split; it must agree with the full parse on every fixture and
+// stay as strict on every line, whether or not the line's name is mapped.
+TEST(EthtoolTextTest, ValuesOnlyPathAgreesWithTheFullParse) {
+  for (const char* file :
+       {"mlx5/ethq_mlx5_core_cx4lx_fw14.23_k4.15.txt", "other/bnxt_en_10g_k4.18_statistics.txt",
+        "other/i40e_10g_k4.18_statistics.txt", "other/ice_25g_k4.18_statistics.txt"}) {
+    const std::string text = Fixture(file);
+    EthtoolTextStats s;
+    ASSERT_TRUE(ParseEthtoolStatsText(text, &s).ok()) << file;
+    std::vector<uint64_t> values;
+    bool match = false;
+    ASSERT_TRUE(ParseEthtoolStatsValues(text, s.names, &values, &match).ok()) << file;
+    EXPECT_TRUE(match) << file;
+    EXPECT_EQ(values, s.values) << file;
+  }
+  const std::vector<std::string> names = {"[0]: rx_ucast", "tx_pause_storm_warning_events",
+                                          "rx_bytes"};
+  std::vector<uint64_t> values;
+  bool match = false;
+  ASSERT_TRUE(ParseEthtoolStatsValues("NIC statistics:\n\t[0]: rx_ucast: 7\n# comment\n\n"
+                                      "  tx_pause_storm_warning_events : 2 \n"
+                                      "rx_bytes:18446744073709551615\n",
+                                      names, &values, &match)
+                  .ok());
+  EXPECT_TRUE(match);
+  EXPECT_EQ(values, (std::vector<uint64_t>{7, 2, 18446744073709551615u}));
+  // A name that only starts with the expected one, or a second ':' after
+  // it, is another name.
+  for (const char* other :
+       {"[0]: rx_ucast_x: 7\ntx_pause_storm_warning_events: 2\nrx_bytes: 1\n",
+        "[0]: rx_ucast: 7: 8\ntx_pause_storm_warning_events: 2\nrx_bytes: 1\n"}) {
+    ASSERT_TRUE(ParseEthtoolStatsValues(other, names, &values, &match).ok()) << other;
+    EXPECT_FALSE(match) << other;
+  }
+  // Garbage on any line is an error, as in the full parse.
+  for (const char* bad : {"[0]: rx_ucast: 7\ntx_pause_storm_warning_events: 2\nrx_bytes: -1\n",
+                          "[0]: rx_ucast: 7\ntx_pause_storm_warning_events: 2x\nrx_bytes: 1\n",
+                          "[0]: rx_ucast: 18446744073709551616\ntx_pause_storm_warning_events: "
+                          "2\nrx_bytes: 1\n",
+                          "[0]: rx_ucast: 7\ntx_pause_storm_warning_events:\nrx_bytes: 1\n"}) {
+    absl::Status st = ParseEthtoolStatsValues(bad, names, &values, &match);
+    EXPECT_TRUE(absl::IsDataLoss(st)) << bad << ": " << st;
+  }
+}
+
 }  // namespace
 }  // namespace fabricscope

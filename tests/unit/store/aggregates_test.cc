@@ -1,8 +1,8 @@
 // Peak window expiry, burst factor / floor, and pause fraction through the store.
 #include "store/aggregates.h"
 
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace {
@@ -52,6 +52,27 @@ TEST(PeakWindowTest, InvalidIntervalsDoNotCount) {
   // After the window with only invalid intervals: no peak at all.
   w.Add(10 * kSec, 0, false);
   EXPECT_FALSE(w.peak(&peak));
+}
+
+// Buckets are [k x width, (k + 1) x width): a peak leaves the window exactly
+// when an interval ends in the bucket that pushes its own out, also for
+// timestamps before the epoch and after a step backwards.
+TEST(PeakWindowTest, BucketBoundariesAreExact) {
+  for (const int64_t base : {int64_t{0}, -10 * kSec, 1'700'000'000 * kSec}) {
+    PeakWindow w(PeakGeometry::For(absl::Seconds(2)));  // 1 s buckets, 3 of them
+    double peak = 0;
+    w.Add(base + 1500 * kMs, 7, true);  // bucket 1
+    w.Add(base + 2 * kSec, 1, true);
+    w.Add(base + 3 * kSec - 1, 1, true);
+    w.Add(base + 1 * kSec, 1, true);  // a step back: counted in the current bucket
+    w.Add(base + 3 * kSec, 1, true);  // bucket 3: buckets 1..3 in the window
+    w.Add(base + 4 * kSec - 1, 1, true);
+    ASSERT_TRUE(w.peak(&peak));
+    EXPECT_EQ(peak, 7) << base;
+    w.Add(base + 4 * kSec, 1, true);  // bucket 4: bucket 1 is out
+    ASSERT_TRUE(w.peak(&peak));
+    EXPECT_EQ(peak, 1) << base;
+  }
 }
 
 TEST(BurstWindowTest, FactorAndFloor) {

@@ -9,9 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/signals.h"
+#include "daemon/detect/detector.h"
 #include "daemon/detect/episode.h"
 #include "daemon/detect/event_log.h"
 #include "gtest/gtest.h"
+#include "store/port_inventory.h"
 
 namespace fabricscope {
 namespace {
@@ -19,6 +21,44 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 constexpr int64_t kT0 = 1'700'000'000 * kSec;
+
+// ResolveSeries remembers a series' PortRef per series id; it must return
+// what Resolve returns after every change of the pairings (Learn) and of the
+// inventory (a refresh), and an id past the table still resolves.
+TEST(DetectorContextTest, ResolveSeriesAgreesWithResolve) {
+  DetectorOptions options;
+  PortInventory ports;
+  EventLog events(16, nullptr);
+  DetectorContext ctx(options, &ports, &events, nullptr);
+  const SeriesKey rdma{"hw_counters", "np_cnp_sent", "mlx5_0", 1, ""};
+  const SeriesKey eth{"ethtool", "rx_prio3_pause", "", 0, "ens1f0"};
+  auto same = [&](SeriesId id, const SeriesKey& key, int64_t now) {
+    const PortRef want = ctx.Resolve(key, now);
+    const PortRef& got = ctx.ResolveSeries(id, key, now);
+    EXPECT_EQ(got.device, want.device) << id;
+    EXPECT_EQ(got.port, want.port) << id;
+    EXPECT_EQ(got.netdev, want.netdev) << id;
+    EXPECT_EQ(got.link_bps, want.link_bps) << id;
+    return got;
+  };
+  EXPECT_EQ(same(0, eth, kT0).device, "");  // nothing known yet
+  EXPECT_EQ(same(1, rdma, kT0).netdev, "");
+  const uint64_t before = ctx.generation();
+  ctx.Learn({"counters", "port_rcv_data", "mlx5_0", 1, "ens1f0"});
+  EXPECT_NE(ctx.generation(), before);
+  EXPECT_EQ(same(0, eth, kT0).device, "mlx5_0");
+  EXPECT_EQ(same(1, rdma, kT0).netdev, "ens1f0");
+  EXPECT_EQ(same(1, rdma, kT0).link_bps, 0);  // no rate in the inventory yet
+  ports.Upsert({"mlx5_0", 1, "ens1f0", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)"});
+  // The inventory is consulted at most once a second: a second later.
+  EXPECT_EQ(same(1, rdma, kT0 + 2 * kSec).link_bps, 100e9);
+  EXPECT_EQ(same(0, eth, kT0 + 2 * kSec).link_bps, 100e9);
+  EXPECT_EQ(same(SeriesTable<int>::kMaxIds + 5, eth, kT0 + 2 * kSec).device, "mlx5_0");
+  // Cached now: the same again without a change.
+  const uint64_t settled = ctx.generation();
+  EXPECT_EQ(same(0, eth, kT0 + 3 * kSec).netdev, "ens1f0");
+  EXPECT_EQ(ctx.generation(), settled);
+}
 
 TEST(DebouncerTest, StartsAfterOnTimeAndEndsAfterOffTime) {
   Debouncer d(200 * kMs, 200 * kMs);
