@@ -386,7 +386,7 @@ TEST_F(SnapshotTest, ThreadsChangeNothingInWhatIsRestoredOrRefused) {
   }
   // The same reason and record as one thread reports, for every corruption;
   // and nothing restored from a file that fails.
-  for (size_t pos = 0; pos < data.size(); pos += 1 + pos / 3) {
+  for (size_t pos = 0; pos < data.size(); pos += 1 + pos / 2) {
     std::string bad = data;
     bad[pos] = static_cast<char>(bad[pos] ^ 0x21);
     for (const std::string& in : {bad, ResealSnapshotForFuzzing(bad), data.substr(0, pos)}) {
