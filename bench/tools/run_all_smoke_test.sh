@@ -46,8 +46,9 @@ for p in ["sweep.fs_cpu_s_per_sweep", "sweep.fs_sched_s_per_sweep", "sweep.ne_cp
 for p in ["sweep.ne_sched_s_per_scrape", "steady.rss_mib", "steady.ticks_hot",
           "scrape.fs.latency_p50_s", "scrape.ne.latency_p50_s", "scrape.fs.samples",
           "scrape.ne.samples", "ingest.native_spans_per_cpu_s", "ingest.otlp_spans_per_cpu_s",
-          "ingest.correlate_p50_us", "ingest.correlate_p99_us", "store.append_ns_per_sample",
-          "store.bytes_per_sample"]:
+          "ingest.correlate_p50_us", "ingest.correlate_p99_us", "ingest.correlate1000_p50_us",
+          "ingest.correlate1000_p99_us", "store.append_ns_per_sample", "store.bytes_per_sample",
+          "restore.wall_s", "restore.cpu_s", "restore.snapshot_mib", "restore.samples"]:
     num(p, positive=True)
 if r.get("sweep", {}).get("counter_files") != 16 * 49:
     bad.append("sweep.counter_files = %r, want 784" % r.get("sweep", {}).get("counter_files"))
@@ -56,7 +57,7 @@ if bad:
 PY
 
 # The printed table has a row for every part.
-for row in '| 1 |' '| 1c |' '| 2 |' '| 2b |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 5 |' '| 5b |'; do
+for row in '| 1 |' '| 1c |' '| 2 |' '| 2b |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 4d |' '| 5 |' '| 5b |' '| 6 |'; do
   grep -qF "$row" "$WORK/out" || fail "table row '$row' missing"
 done
 grep -q 'Load average' "$WORK/out" || fail "load average not printed"

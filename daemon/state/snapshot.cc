@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -64,6 +68,7 @@ class Reader {
   explicit Reader(absl::string_view in) : in_(in) {}
   bool ok() const { return ok_; }
   bool done() const { return in_.empty(); }
+  absl::string_view rest() const { return in_; }  // what is left to read
 
   uint8_t U8() { return static_cast<uint8_t>(Fixed(1)); }
   uint32_t U32() { return static_cast<uint32_t>(Fixed(4)); }
@@ -186,10 +191,11 @@ void EncodeTimeBlock(std::string* out, uint64_t serial, const TimeBlockImage& im
   PutBytes(out, im.data.data(), im.data.size());
 }
 
-// The time blocks read so far, by the serial the file gives them.
+// The time blocks of a file, by the serial the file gives them.
 struct ReadBlock {
   std::shared_ptr<TimeBlock> block;
   std::vector<int64_t> ts;  // the timestamp of each tick, from block->first_tick on
+  uint64_t record = 0;      // the record that holds it
 };
 using ReadBlocks = absl::flat_hash_map<uint64_t, ReadBlock>;
 
@@ -217,83 +223,91 @@ bool DecodeTimeBlock(absl::string_view payload, uint64_t* serial, ReadBlock* out
   return true;
 }
 
-struct DecodedSeries {
+// The part of a series record before its chunks.
+struct SeriesHead {
   SeriesKey key;
   SeriesState state;
-  std::vector<EncodedChunk> chunks;
-  uint64_t samples = 0;
+  uint32_t chunks = 0;
 };
 
-// Decodes a series record and checks every chunk against its header by
-// decoding it. `detail` says what is wrong when it returns false.
-bool DecodeSeries(absl::string_view payload, const ReadBlocks& blocks, DecodedSeries* out,
-                  std::string* detail) {
-  Reader r(payload);
-  out->key = DecodeKey(&r);
-  const uint8_t flags = r.U8();
+bool DecodeSeriesHead(Reader* r, size_t payload_size, SeriesHead* out, std::string* detail) {
+  out->key = DecodeKey(r);
+  const uint8_t flags = r->U8();
   SeriesState& st = out->state;
   st.has_value = (flags & 1) != 0;
   st.saturated = (flags & 2) != 0;
-  st.last_ts_ns = r.I64();
-  st.last_raw = r.U64();
-  st.total = r.F64();
-  st.resets = r.U64();
-  st.samples = r.U64();
-  st.microbursts = r.U64();
-  const uint32_t n = r.U32();
-  if (!r.ok()) {
+  st.last_ts_ns = r->I64();
+  st.last_raw = r->U64();
+  st.total = r->F64();
+  st.resets = r->U64();
+  st.samples = r->U64();
+  st.microbursts = r->U64();
+  out->chunks = r->U32();
+  if (!r->ok()) {
     *detail = "series record cut short";
     return false;
   }
   // Each chunk takes at least 96 bytes in the record: a count beyond that is
   // corrupt (and must not size an allocation).
-  if (n > payload.size() / 96) {
-    *detail = absl::StrCat("series record claims ", n, " chunks");
+  if (out->chunks > payload_size / 96) {
+    *detail = absl::StrCat("series record claims ", out->chunks, " chunks");
     return false;
   }
-  out->chunks.clear();
-  out->chunks.reserve(n);
-  out->samples = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    EncodedChunk c;
-    ChunkHeader& h = c.header;
-    h.first_t = r.I64();
-    h.last_t = r.I64();
-    h.first_value = r.U64();
-    h.last_value = r.U64();
-    h.last_t_delta = r.U64();
-    h.first_ts = r.I64();
-    h.last_ts = r.I64();
-    h.min_ts = r.I64();
-    h.max_ts = r.I64();
-    h.count = r.U32();
-    h.bits = r.U32();
-    h.run = r.U32();
-    const uint64_t serial = r.U64();
-    absl::string_view data = r.Bytes();
-    if (!r.ok()) {
-      *detail = absl::StrCat("series ", out->key.name, ": chunk ", i, " cut short");
+  return true;
+}
+
+// One chunk of a series record: its header, the serial of its time block (0:
+// none) and its stream, in place.
+void DecodeChunkFields(Reader* r, ChunkHeader* h, uint64_t* serial, absl::string_view* data) {
+  h->first_t = r->I64();
+  h->last_t = r->I64();
+  h->first_value = r->U64();
+  h->last_value = r->U64();
+  h->last_t_delta = r->U64();
+  h->first_ts = r->I64();
+  h->last_ts = r->I64();
+  h->min_ts = r->I64();
+  h->max_ts = r->I64();
+  h->count = r->U32();
+  h->bits = r->U32();
+  h->run = r->U32();
+  *serial = r->U64();
+  *data = r->Bytes();
+}
+
+// Checks the chunks of series record `record` (`r` is past its head): every
+// header against its stream's size, its own fields and, for a chunk on a
+// time column, the block's timestamps; nothing is copied. The stream is
+// decoded when it is first read (the store refuses and counts a chunk that
+// does not decode to its header): the CRC already vouches for the bytes the
+// writer produced. `detail` says what is wrong when it returns false.
+bool CheckSeriesChunks(Reader* r, const SeriesHead& head, const ReadBlocks& blocks, uint64_t record,
+                       uint64_t* samples, std::string* detail) {
+  *samples = 0;
+  const std::string& name = head.key.name;
+  for (uint32_t i = 0; i < head.chunks; ++i) {
+    ChunkHeader h;
+    uint64_t serial = 0;
+    absl::string_view data;
+    DecodeChunkFields(r, &h, &serial, &data);
+    if (!r->ok()) {
+      *detail = absl::StrCat("series ", name, ": chunk ", i, " cut short");
       return false;
     }
     if (h.count == 0 || h.count > kMaxChunkSamples || data.size() != ChunkWriter::ByteSize(h)) {
-      *detail = absl::StrCat("series ", out->key.name, ": chunk ", i, " has a bad header");
+      *detail = absl::StrCat("series ", name, ": chunk ", i, " has a bad header");
       return false;
     }
     const ReadBlock* block = nullptr;
     if (serial != 0) {
       auto it = blocks.find(serial);
-      if (it == blocks.end()) {
-        *detail = absl::StrCat("series ", out->key.name, ": chunk ", i,
+      if (it == blocks.end() || it->second.record >= record) {
+        *detail = absl::StrCat("series ", name, ": chunk ", i,
                                " refers to a time block the file does not hold before it");
         return false;
       }
       block = &it->second;
-      c.block = block->block;
     }
-    c.data.assign(data.begin(), data.end());
-    // The header is checked here; the stream is decoded when it is first read
-    // (the store refuses and counts a chunk that does not decode to its
-    // header): the CRC already vouches for the bytes the writer produced.
     bool consistent = h.run < h.count && h.min_ts <= h.max_ts && h.first_ts >= h.min_ts &&
                       h.first_ts <= h.max_ts && h.last_ts >= h.min_ts && h.last_ts <= h.max_ts &&
                       (h.count > 1 || (h.first_t == h.last_t && h.first_ts == h.last_ts &&
@@ -307,18 +321,34 @@ bool DecodeSeries(absl::string_view payload, const ReadBlocks& blocks, DecodedSe
       consistent = h.first_t == h.first_ts && h.last_t == h.last_ts;
     }
     if (!consistent) {
-      *detail =
-          absl::StrCat("series ", out->key.name, ": chunk ", i, " does not decode to its header");
+      *detail = absl::StrCat("series ", name, ": chunk ", i, " does not decode to its header");
       return false;
     }
-    out->samples += h.count;
-    out->chunks.push_back(std::move(c));
+    *samples += h.count;
   }
-  if (!r.done()) {
-    *detail = absl::StrCat("series ", out->key.name, ": trailing bytes");
+  if (!r->done()) {
+    *detail = absl::StrCat("series ", name, ": trailing bytes");
     return false;
   }
   return true;
+}
+
+// The chunks of a checked series record (`chunk_bytes`: the record past its
+// head), pointing into the record, for Store::RestoreChunks.
+void CollectChunks(absl::string_view chunk_bytes, uint32_t n, const ReadBlocks& blocks,
+                   std::vector<RestoredChunk>* out) {
+  out->clear();
+  out->reserve(n);
+  Reader r(chunk_bytes);
+  for (uint32_t i = 0; i < n; ++i) {
+    RestoredChunk c;
+    uint64_t serial = 0;
+    absl::string_view data;
+    DecodeChunkFields(&r, &c.header, &serial, &data);
+    c.data = reinterpret_cast<const uint8_t*>(data.data());
+    if (serial != 0) c.block = blocks.find(serial)->second.block;  // checked
+    out->push_back(std::move(c));
+  }
 }
 
 void EncodeSpan(std::string* out, const Span& s) {
@@ -532,157 +562,383 @@ absl::Status WriteAll(SnapshotWriter* w, const Store& store, const SpanStore& sp
 }
 
 // ---------------------------------------------------------------------------
-// Reading: one pass over the records, validating or applying.
-
-struct Applier {
-  Store* store = nullptr;  // null: validate only
-  SpanStore* spans = nullptr;
-  EventLog* events = nullptr;
-};
+// Reading, in three steps:
+//  1. Framing, on the calling thread: the header, then each record's type
+//     and length up to the end record. Time blocks (few; the series records
+//     need them) and the end record are checked and decoded here.
+//  2. Checking, on up to kMaxReadThreads threads, each over a contiguous
+//     range of records of about the same size: every other record's CRC and
+//     contents. Series records are parsed in place (nothing copied); spans
+//     and events are decoded into their slots.
+//  3. Restoring, when the whole file passed and there are stores to restore
+//     into: the series are registered in file order (so their ids follow the
+//     file), then their chunks are copied once, straight from `data`, into
+//     the store on the same threads (Store::RestoreChunks without eviction);
+//     when the budget is full, the series left are linked afterwards in file
+//     order, evicting the oldest chunks as a single-threaded restore does.
+//     Spans and events go last, in file order.
+// A reading that fails reports the first failure in file order, whatever the
+// threads: the same reason and record a sequential reading would report.
 
 SnapshotStatus Fail(SnapshotError e, std::string detail) { return {e, std::move(detail)}; }
 
-SnapshotStatus WalkRecords(absl::string_view data, const Applier& apply, ReadBlocks* blocks,
-                           SnapshotCounts* counts) {
-  *counts = SnapshotCounts{};
-  counts->bytes = data.size();
-  if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
-    return Fail(SnapshotError::kFormat, "not a fabricscope snapshot (bad magic)");
+// Record numbers count from 1 (0: the header).
+class FirstFailure {
+ public:
+  bool failed() const { return record_ != kNone; }
+  uint64_t record() const { return record_; }
+  const SnapshotStatus& status() const { return status_; }
+  void Note(uint64_t record, SnapshotError e, std::string detail) {
+    if (record >= record_) return;
+    record_ = record;
+    status_ = {e, std::move(detail)};
   }
-  if (data.size() < kHeaderBytes) return Fail(SnapshotError::kTruncated, "header cut short");
+  void Merge(FirstFailure other) {
+    if (other.failed()) Note(other.record_, other.status_.error, std::move(other.status_.detail));
+  }
+
+ private:
+  static constexpr uint64_t kNone = UINT64_MAX;
+  uint64_t record_ = kNone;
+  SnapshotStatus status_;
+};
+
+struct RecordRef {
+  uint8_t type = 0;
+  absl::string_view framed;   // type, length and payload: what the CRC covers
+  absl::string_view payload;  // in `framed`
+  uint32_t crc = 0;
+  uint32_t slot = 0;  // index among the records of its type
+};
+
+struct SeriesSlot {
+  SeriesHead head;
+  absl::string_view chunk_bytes;  // the record past its head
+  uint64_t samples = 0;
+  size_t bytes = 0;  // the record's size (how the work is split)
+  SeriesId id = kInvalidSeries;
+};
+
+// What the framing found and the checking filled in.
+struct FileIndex {
+  int64_t saved_unix_nano = 0;
+  std::vector<RecordRef> records;  // every record before the end record
+  ReadBlocks blocks;
+  std::vector<SeriesSlot> series;
+  std::vector<Span> spans;
+  std::vector<DetectorEvent> events;
+  uint64_t span_records = 0;
+  uint64_t event_records = 0;
+};
+
+constexpr int kMaxReadThreads = 4;
+
+uint32_t RecordCrc(absl::string_view payload_end) {
+  Reader cr(payload_end.substr(0, 4));
+  return cr.U32();
+}
+
+// Step 1. Fills `index` up to the first failure, which it notes.
+void FrameRecords(absl::string_view data, FileIndex* index, FirstFailure* fail) {
+  if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
+    fail->Note(0, SnapshotError::kFormat, "not a fabricscope snapshot (bad magic)");
+    return;
+  }
+  if (data.size() < kHeaderBytes) {
+    fail->Note(0, SnapshotError::kTruncated, "header cut short");
+    return;
+  }
   Reader hr(data.substr(sizeof kMagic, kHeaderBytes - sizeof kMagic));
   const uint32_t version = hr.U32();
   const uint32_t flags = hr.U32();
-  counts->saved_unix_nano = hr.I64();
+  index->saved_unix_nano = hr.I64();
   const uint32_t crc = hr.U32();
   if (version != kSnapshotVersion) {
-    return Fail(SnapshotError::kVersion,
-                absl::StrCat("format version ", version, ", this build reads ", kSnapshotVersion));
+    fail->Note(0, SnapshotError::kVersion,
+               absl::StrCat("format version ", version, ", this build reads ", kSnapshotVersion));
+    return;
   }
   if (crc != Crc(data.substr(0, kHeaderBytes - 4))) {
-    return Fail(SnapshotError::kChecksum, "header checksum mismatch");
+    fail->Note(0, SnapshotError::kChecksum, "header checksum mismatch");
+    return;
   }
-  if (flags != 0) return Fail(SnapshotError::kFormat, absl::StrCat("unknown flags ", flags));
+  if (flags != 0) {
+    fail->Note(0, SnapshotError::kFormat, absl::StrCat("unknown flags ", flags));
+    return;
+  }
   absl::string_view rest = data.substr(kHeaderBytes);
-  std::vector<Span> span_batch;
-  std::vector<DetectorEvent> event_list;
-  DecodedSeries series;
+  uint64_t series = 0;
   std::string detail;
   uint64_t record = 0;
   bool ended = false;
   while (!rest.empty()) {
-    if (ended) return Fail(SnapshotError::kFormat, "bytes after the end record");
+    if (ended) {
+      fail->Note(record + 1, SnapshotError::kFormat, "bytes after the end record");
+      return;
+    }
     ++record;
     if (rest.size() < kRecordOverhead) {
-      return Fail(SnapshotError::kTruncated, absl::StrCat("record ", record, " cut short"));
+      fail->Note(record, SnapshotError::kTruncated, absl::StrCat("record ", record, " cut short"));
+      return;
     }
     Reader rr(rest);
-    const uint8_t type = rr.U8();
+    RecordRef ref;
+    ref.type = rr.U8();
     const uint32_t len = rr.U32();
     if (rest.size() - kRecordOverhead < len) {
-      return Fail(SnapshotError::kTruncated, absl::StrCat("record ", record, " cut short"));
+      fail->Note(record, SnapshotError::kTruncated, absl::StrCat("record ", record, " cut short"));
+      return;
     }
-    absl::string_view payload = rest.substr(5, len);
-    // Restoring reads a file ValidateSnapshot accepted: its records were
-    // checksummed then (the mapping does not change: the daemon only ever
-    // replaces the file by rename), so the second pass does not redo it.
-    if (apply.store == nullptr) {
-      Reader cr(rest.substr(5 + len, 4));
-      const uint32_t crc = cr.U32();
-      if (crc != Crc(rest.substr(0, 5 + len))) {
-        return Fail(SnapshotError::kChecksum,
-                    absl::StrCat("record ", record, ": checksum mismatch"));
+    ref.framed = rest.substr(0, 5 + len);
+    ref.payload = rest.substr(5, len);
+    ref.crc = RecordCrc(rest.substr(5 + len));
+    rest.remove_prefix(kRecordOverhead + len);
+    if (ref.type == kTimeBlockRecord || ref.type == kEndRecord) {
+      if (ref.crc != Crc(ref.framed)) {
+        fail->Note(record, SnapshotError::kChecksum,
+                   absl::StrCat("record ", record, ": checksum mismatch"));
+        return;
       }
     }
-    rest.remove_prefix(kRecordOverhead + len);
-    switch (type) {
+    switch (ref.type) {
       case kTimeBlockRecord: {
         uint64_t serial = 0;
         ReadBlock b;
-        if (!DecodeTimeBlock(payload, &serial, &b, &detail)) {
-          return Fail(SnapshotError::kFormat, absl::StrCat("record ", record, ": ", detail));
+        if (!DecodeTimeBlock(ref.payload, &serial, &b, &detail)) {
+          fail->Note(record, SnapshotError::kFormat, absl::StrCat("record ", record, ": ", detail));
+          return;
         }
-        if (blocks->contains(serial)) {
-          return Fail(SnapshotError::kFormat,
-                      absl::StrCat("record ", record, ": time block ", serial, " twice"));
+        if (index->blocks.contains(serial)) {
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("record ", record, ": time block ", serial, " twice"));
+          return;
         }
-        blocks->emplace(serial, std::move(b));
-        break;
-      }
-      case kSeriesRecord: {
-        if (!DecodeSeries(payload, *blocks, &series, &detail)) {
-          return Fail(SnapshotError::kFormat, absl::StrCat("record ", record, ": ", detail));
-        }
-        ++counts->series;
-        counts->chunks += series.chunks.size();
-        counts->samples += series.samples;
-        if (apply.store != nullptr) {
-          std::optional<Signal> signal = MapCounter(series.key);
-          if (!signal.has_value()) {
-            ++counts->series_unmapped;
-            break;
-          }
-          uint64_t dropped = 0;
-          apply.store->Restore(series.key, *signal, series.state, std::move(series.chunks),
-                               &dropped);
-          counts->chunks_dropped += dropped;
-        }
-        break;
-      }
-      case kSpanRecord: {
-        Span s;
-        if (!DecodeSpan(payload, &s)) {
-          return Fail(SnapshotError::kFormat, absl::StrCat("record ", record, ": bad span"));
-        }
-        ++counts->spans;
-        if (apply.spans != nullptr) {
-          span_batch.push_back(std::move(s));
-          if (span_batch.size() >= 1024) {
-            apply.spans->Add(std::move(span_batch));
-            span_batch.clear();
-          }
-        }
-        break;
-      }
-      case kEventRecord: {
-        DetectorEvent e;
-        if (!DecodeEvent(payload, &e)) {
-          return Fail(SnapshotError::kFormat, absl::StrCat("record ", record, ": bad event"));
-        }
-        ++counts->events;
-        if (apply.events != nullptr) event_list.push_back(std::move(e));
+        b.record = record;
+        index->blocks.emplace(serial, std::move(b));
         break;
       }
       case kEndRecord: {
-        Reader er(payload);
+        Reader er(ref.payload);
         const uint64_t ns = er.U64(), np = er.U64(), ne = er.U64();
         if (!er.ok() || !er.done()) {
-          return Fail(SnapshotError::kFormat, absl::StrCat("record ", record, ": bad end record"));
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("record ", record, ": bad end record"));
+          return;
         }
-        if (ns != counts->series || np != counts->spans || ne != counts->events) {
-          return Fail(SnapshotError::kFormat,
-                      absl::StrCat("end record counts (", ns, " series, ", np, " spans, ", ne,
-                                   " events) differ from the records read"));
+        // Every record before it is checked in step 2; if one fails, that
+        // failure comes first.
+        if (ns != series || np != index->span_records || ne != index->event_records) {
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("end record counts (", ns, " series, ", np, " spans, ", ne,
+                                  " events) differ from the records read"));
+          return;
         }
         ended = true;
         break;
       }
-      default:
-        return Fail(SnapshotError::kFormat,
-                    absl::StrCat("record ", record, ": unknown type ", type));
+      case kSeriesRecord:
+        ref.slot = static_cast<uint32_t>(series++);
+        break;
+      case kSpanRecord:
+        ref.slot = static_cast<uint32_t>(index->span_records++);
+        break;
+      case kEventRecord:
+        ref.slot = static_cast<uint32_t>(index->event_records++);
+        break;
+      default:  // reported in step 2 (after this record's CRC)
+        break;
+    }
+    index->records.push_back(ref);
+  }
+  if (!ended) {
+    fail->Note(record + 1, SnapshotError::kTruncated, "no end record (the file was cut short)");
+  }
+}
+
+// Splits items of the given sizes into at most `parts` contiguous ranges of
+// about the same total size: range i is [bounds[i], bounds[i + 1]).
+std::vector<size_t> SplitBySize(const std::vector<size_t>& sizes, int parts) {
+  uint64_t total = 0;
+  for (size_t n : sizes) total += n;
+  std::vector<size_t> bounds{0};
+  uint64_t sum = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sum += sizes[i];
+    const size_t made = bounds.size();  // ranges closed so far + 1
+    if (made < static_cast<size_t>(parts) && sum * parts >= total * made && i + 1 < sizes.size()) {
+      bounds.push_back(i + 1);
     }
   }
-  if (!ended) return Fail(SnapshotError::kTruncated, "no end record (the file was cut short)");
-  if (apply.spans != nullptr && !span_batch.empty()) apply.spans->Add(std::move(span_batch));
-  if (apply.events != nullptr)
-    apply.events->Restore(std::move(event_list), counts->saved_unix_nano);
+  bounds.push_back(sizes.size());
+  return bounds;
+}
+
+// Runs fn(0) .. fn(parts - 1), fn(0) on the calling thread, the others on
+// threads of their own (or here, if a thread cannot be started); returns
+// when all are done.
+void RunParts(int parts, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  std::vector<int> inline_parts;
+  for (int i = 1; i < parts; ++i) {
+    try {
+      threads.emplace_back(fn, i);
+    } catch (const std::system_error&) {
+      inline_parts.push_back(i);
+    }
+  }
+  fn(0);
+  for (int i : inline_parts) fn(i);
+  for (std::thread& t : threads) t.join();
+}
+
+int ReadThreads(int requested, size_t bytes) {
+  if (requested > 0) return std::min(requested, kMaxReadThreads);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A thread per MiB at least: starting one costs more than a small file.
+  const uint64_t by_size = 1 + bytes / (1 << 20);
+  return static_cast<int>(std::min<uint64_t>(
+      {static_cast<uint64_t>(hw), static_cast<uint64_t>(kMaxReadThreads), by_size}));
+}
+
+// Step 2 over records [begin, end): stops at its first failure.
+void CheckRecords(FileIndex* index, size_t begin, size_t end, bool keep, FirstFailure* fail) {
+  std::string detail;
+  for (size_t i = begin; i < end; ++i) {
+    const RecordRef& ref = index->records[i];
+    const uint64_t record = i + 1;
+    if (ref.type == kTimeBlockRecord || ref.type == kEndRecord) continue;  // step 1
+    if (ref.crc != Crc(ref.framed)) {
+      fail->Note(record, SnapshotError::kChecksum,
+                 absl::StrCat("record ", record, ": checksum mismatch"));
+      return;
+    }
+    switch (ref.type) {
+      case kSeriesRecord: {
+        SeriesSlot& slot = index->series[ref.slot];
+        Reader r(ref.payload);
+        if (!DecodeSeriesHead(&r, ref.payload.size(), &slot.head, &detail)) {
+          fail->Note(record, SnapshotError::kFormat, absl::StrCat("record ", record, ": ", detail));
+          return;
+        }
+        slot.chunk_bytes = r.rest();
+        slot.bytes = ref.framed.size();
+        if (!CheckSeriesChunks(&r, slot.head, index->blocks, record, &slot.samples, &detail)) {
+          fail->Note(record, SnapshotError::kFormat, absl::StrCat("record ", record, ": ", detail));
+          return;
+        }
+        break;
+      }
+      case kSpanRecord: {
+        Span scratch;
+        Span* s = keep ? &index->spans[ref.slot] : &scratch;
+        if (!DecodeSpan(ref.payload, s)) {
+          fail->Note(record, SnapshotError::kFormat, absl::StrCat("record ", record, ": bad span"));
+          return;
+        }
+        break;
+      }
+      case kEventRecord: {
+        DetectorEvent scratch;
+        DetectorEvent* e = keep ? &index->events[ref.slot] : &scratch;
+        if (!DecodeEvent(ref.payload, e)) {
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("record ", record, ": bad event"));
+          return;
+        }
+        break;
+      }
+      default:
+        fail->Note(record, SnapshotError::kFormat,
+                   absl::StrCat("record ", record, ": unknown type ", ref.type));
+        return;
+    }
+  }
+}
+
+// Steps 1 and 2: `index` holds the checked file when it returns ok.
+SnapshotStatus ReadFile(absl::string_view data, int threads, bool keep, FileIndex* index,
+                        SnapshotCounts* counts) {
+  *counts = SnapshotCounts{};
+  counts->bytes = data.size();
+  FirstFailure fail;
+  FrameRecords(data, index, &fail);
+  counts->saved_unix_nano = index->saved_unix_nano;
+  if (fail.failed() && fail.record() == 0) return fail.status();  // the header
+  uint64_t series = 0;
+  for (const RecordRef& r : index->records) series += r.type == kSeriesRecord ? 1 : 0;
+  index->series.resize(series);
+  if (keep) {
+    index->spans.resize(index->span_records);
+    index->events.resize(index->event_records);
+  }
+  std::vector<size_t> sizes;
+  sizes.reserve(index->records.size());
+  for (const RecordRef& r : index->records) sizes.push_back(r.framed.size());
+  const std::vector<size_t> bounds = SplitBySize(sizes, ReadThreads(threads, data.size()));
+  const int parts = static_cast<int>(bounds.size()) - 1;
+  std::vector<FirstFailure> fails(parts);
+  RunParts(parts, [&](int p) { CheckRecords(index, bounds[p], bounds[p + 1], keep, &fails[p]); });
+  for (FirstFailure& f : fails) fail.Merge(std::move(f));
+  if (fail.failed()) return fail.status();
+  counts->series = series;
+  for (const SeriesSlot& s : index->series) {
+    counts->chunks += s.head.chunks;
+    counts->samples += s.samples;
+  }
+  counts->spans = index->span_records;
+  counts->events = index->event_records;
   return {};
 }
 
-SnapshotStatus Walk(absl::string_view data, const Applier& apply, SnapshotCounts* counts) {
-  // Restored chunks share their blocks; the rest go with the map.
-  ReadBlocks blocks;
-  return WalkRecords(data, apply, &blocks, counts);
+// Step 3, series.
+void RestoreSeries(FileIndex* index, Store* store, int threads, size_t bytes,
+                   SnapshotCounts* counts) {
+  std::vector<SeriesSlot>& all = index->series;
+  for (SeriesSlot& s : all) {
+    std::optional<Signal> signal = MapCounter(s.head.key);
+    if (!signal.has_value()) {
+      ++counts->series_unmapped;
+      continue;
+    }
+    s.id = store->RestoreSeries(s.head.key, *signal, s.head.state);
+    if (s.id == kInvalidSeries) counts->chunks_dropped += s.head.chunks;
+  }
+  std::vector<size_t> sizes;
+  sizes.reserve(all.size());
+  for (const SeriesSlot& s : all) sizes.push_back(s.bytes);
+  const std::vector<size_t> bounds = SplitBySize(sizes, ReadThreads(threads, bytes));
+  const int parts = static_cast<int>(bounds.size()) - 1;
+  std::atomic<bool> full{false};
+  std::vector<std::vector<size_t>> left(parts);  // did not fit without evicting
+  std::vector<uint64_t> dropped(parts, 0);
+  RunParts(parts, [&](int p) {
+    std::vector<RestoredChunk> chunks;
+    for (size_t i = bounds[p]; i < bounds[p + 1]; ++i) {
+      const SeriesSlot& s = all[i];
+      if (s.id == kInvalidSeries) continue;
+      uint64_t n = 0;
+      if (!full.load(std::memory_order_relaxed)) {
+        CollectChunks(s.chunk_bytes, s.head.chunks, index->blocks, &chunks);
+        if (store->RestoreChunks(s.id, chunks, /*may_evict=*/false, &n)) {
+          dropped[p] += n;
+          continue;
+        }
+        full.store(true, std::memory_order_relaxed);
+      }
+      left[p].push_back(i);
+    }
+  });
+  std::vector<RestoredChunk> chunks;
+  for (int p = 0; p < parts; ++p) {
+    counts->chunks_dropped += dropped[p];
+    for (size_t i : left[p]) {  // ranges in file order: so is this
+      const SeriesSlot& s = all[i];
+      uint64_t n = 0;
+      CollectChunks(s.chunk_bytes, s.head.chunks, index->blocks, &chunks);
+      store->RestoreChunks(s.id, chunks, /*may_evict=*/true, &n);
+      counts->chunks_dropped += n;
+    }
+  }
 }
 
 }  // namespace
@@ -743,19 +999,33 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
   return absl::OkStatus();
 }
 
-SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes,
-                                SnapshotCounts* counts) {
+SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, SnapshotCounts* counts,
+                                int threads) {
   if (data.size() > max_bytes) {
+    *counts = SnapshotCounts{};
+    counts->bytes = data.size();
     return Fail(SnapshotError::kTooLarge,
                 absl::StrCat(data.size(), " bytes, more than the budgets it must fit in (",
                              max_bytes, ")"));
   }
-  return Walk(data, Applier{}, counts);
+  FileIndex index;
+  return ReadFile(data, threads, /*keep=*/false, &index, counts);
 }
 
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
-                               EventLog* events, SnapshotCounts* counts) {
-  return Walk(data, Applier{store, spans, events}, counts);
+                               EventLog* events, SnapshotCounts* counts, int threads) {
+  FileIndex index;
+  SnapshotStatus st = ReadFile(data, threads, /*keep=*/true, &index, counts);
+  if (!st.ok()) return st;
+  RestoreSeries(&index, store, threads, data.size(), counts);
+  for (size_t i = 0; i < index.spans.size(); i += 1024) {
+    const size_t n = std::min<size_t>(1024, index.spans.size() - i);
+    std::vector<Span> batch(std::make_move_iterator(index.spans.begin() + i),
+                            std::make_move_iterator(index.spans.begin() + i + n));
+    spans->Add(std::move(batch));
+  }
+  events->Restore(std::move(index.events), counts->saved_unix_nano);
+  return {};
 }
 
 std::string ResealSnapshotForFuzzing(absl::string_view data) {
@@ -803,13 +1073,15 @@ SnapshotStatus MappedSnapshot::Open(const std::string& path, uint64_t max_bytes,
     ::close(fd);
     return {};  // empty: ValidateSnapshot reports it
   }
-  void* addr = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  // Populated at once: every page is read anyway, and one fault per page
+  // range costs more than mapping them all in one call (most in a VM).
+  void* addr = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                      MAP_PRIVATE | MAP_POPULATE, fd, 0);
   const int err = errno;
   ::close(fd);
   if (addr == MAP_FAILED) {
     return Fail(SnapshotError::kIo, absl::StrCat("cannot map ", path, ": ", std::strerror(err)));
   }
-  ::madvise(addr, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
   if (addr_ != nullptr) ::munmap(addr_, size_);
   addr_ = addr;
   size_ = static_cast<size_t>(st.st_size);

@@ -18,11 +18,14 @@
 // chunk's stream is decoded when it is first read (the store drops and counts
 // one that does not decode to its header: StoreStats::corrupt_chunks).
 //
-// Reading is all-or-nothing: ValidateSnapshot reads the whole file (mapped,
-// see MappedSnapshot) and checks
-// every checksum, count, chunk header and time block before RestoreSnapshot
-// changes anything; a
-// file that fails is reported with the reason and nothing is restored.
+// Reading is all-or-nothing: ValidateSnapshot, and RestoreSnapshot before it
+// changes anything, read the whole file (mapped, see MappedSnapshot) and check
+// every checksum, count, chunk header and time block; a file that fails is
+// reported with the reason (the first failure in file order) and nothing is
+// restored. Both read on up to 4 threads (never more than the CPUs, about
+// one per MiB of file), started and joined within the call: the records are
+// checked in contiguous ranges, and the chunks are copied once, straight from
+// the file into the store, series by series.
 //
 // Writing goes to DIR/snapshot.tmp and is renamed over DIR/snapshot once
 // fsync'd; past the deadline the temporary file is removed and the previous
@@ -30,7 +33,8 @@
 //
 // Thread-safety: WriteSnapshot reads the stores through their thread-safe
 // APIs, but the snapshot is consistent only with the writers stopped;
-// RestoreSnapshot runs before any collector, ingest or detector starts.
+// RestoreSnapshot runs before any collector, ingest or detector starts, and
+// `data` must not change during either read.
 #pragma once
 
 #include <cstdint>
@@ -92,11 +96,18 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
 
 // Reads and checks all of `data` (a whole snapshot file); restores nothing.
 // `max_bytes` bounds the file (the sum of the budgets it is restored into).
-SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, SnapshotCounts* counts);
+// `threads`: 0 chooses (see above), n > 0 uses up to n (at most 4; tests).
+SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, SnapshotCounts* counts,
+                                int threads = 0);
 
-// Restores a snapshot that ValidateSnapshot accepted into empty stores.
+// Checks all of `data` as ValidateSnapshot does and, only if it passes,
+// restores it into empty stores (nothing is restored from a file that fails).
+// Series get their ids in file order. When the store's budget cannot hold
+// every chunk, the series left once it is full are restored in file order,
+// the oldest chunks evicted to make room (which series reached the store
+// before it was full can depend on the threads).
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
-                               EventLog* events, SnapshotCounts* counts);
+                               EventLog* events, SnapshotCounts* counts, int threads = 0);
 
 // A snapshot file mapped read-only. The mapping is file-backed page cache, so
 // restoring a snapshot as large as the budgets does not need that much

@@ -2,7 +2,10 @@
 // timestamps, mixing with own-timestamp appends, the budget).
 #include "store/time_column.h"
 
+#include <map>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -203,6 +206,133 @@ TEST(StoreTickTest, ARestoredChunkThatDoesNotDecodeIsNeverServed) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->first_ts_ns, second.front().ts_ns);  // nothing from the corrupt chunk
   EXPECT_EQ(store.Stats().corrupt_chunks, 1u);      // counted once
+}
+
+// The two-step restore of the state snapshot: without eviction a series'
+// chunks are linked all or none; with it, as Restore.
+TEST(StoreTickTest, RestoreChunksWithoutEvictionLinksAllOrNothing) {
+  std::vector<EncodedChunk> encoded;
+  for (int c = 0; c < 40; ++c) {
+    std::vector<Sample> samples;
+    for (int i = 0; i < 500; ++i) {
+      const int64_t n = c * 500 + i;
+      samples.push_back({kT + n * 10 * kMs, uint64_t(n) * uint64_t(n)});
+    }
+    encoded.push_back(EncodeChunk(samples));
+  }
+  std::vector<RestoredChunk> chunks;
+  for (const EncodedChunk& c : encoded) chunks.push_back({c.header, c.data.data(), nullptr});
+  StoreOptions o;
+  o.memory_bytes = 32 << 10;  // the series and some of them, not all
+  Store store(o);
+  const SeriesId id = store.RestoreSeries(Key(0), Ecn(), SeriesState{});
+  ASSERT_NE(id, kInvalidSeries);
+  const uint64_t before = store.Stats().bytes;
+  uint64_t dropped = 0;
+  EXPECT_FALSE(store.RestoreChunks(id, chunks, /*may_evict=*/false, &dropped));
+  EXPECT_EQ(dropped, chunks.size());
+  StoreStats st = store.Stats();
+  EXPECT_EQ(st.chunks, 0u);
+  EXPECT_EQ(st.bytes, before);
+  EXPECT_EQ(st.evicted_samples, 0u);
+  EXPECT_TRUE(store.RestoreChunks(id, chunks, /*may_evict=*/true, &dropped));
+  st = store.Stats();
+  EXPECT_GT(st.chunks, 0u);
+  EXPECT_LT(dropped + st.chunks, chunks.size() + 1);  // the oldest went
+  EXPECT_LE(st.bytes, o.memory_bytes);
+  EXPECT_GT(st.evicted_samples, 0u);
+  std::vector<Sample> r = store.ReadRange(id, INT64_MIN, INT64_MAX);
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(r.back().ts_ns, kT + 19999 * 10 * kMs);  // the newest stayed
+  // A store that holds them all: every chunk, every sample.
+  Store big;
+  const SeriesId all = big.RestoreSeries(Key(0), Ecn(), SeriesState{});
+  EXPECT_TRUE(big.RestoreChunks(all, chunks, /*may_evict=*/false, &dropped));
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(big.Stats().samples, 20000u);
+  EXPECT_EQ(big.ReadRange(all, INT64_MIN, INT64_MAX).size(), 20000u);
+  // A key restored already is refused.
+  EXPECT_EQ(big.RestoreSeries(Key(0), Ecn(), SeriesState{}), kInvalidSeries);
+}
+
+// Series restored concurrently share their time blocks: each block is
+// accounted once, as in a sequential restore, and released with its last
+// chunk.
+TEST(StoreTickTest, ConcurrentRestoreChunksAccountSharedBlocksOnce) {
+  Store source;
+  TickColumn* col = source.AddTickColumn(absl::Milliseconds(10));
+  std::vector<SeriesId> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(source.Register(Key(i), Ecn()));
+  int64_t ts = kT;
+  for (int i = 0; i < 20000; ++i) {  // 3 blocks
+    ts += 10 * kMs + (i % 3) * 1000;
+    const TickRef t = source.Tick(col, ts);
+    for (SeriesId id : ids) source.Append(id, t, uint64_t(i) * (id + 1));
+  }
+  // The dump as a snapshot reader gets it: the chunks' bytes, and blocks of
+  // their own (TimeBlock::FromImage) for each store restored into.
+  std::vector<std::vector<std::vector<uint8_t>>> bytes;
+  struct Restorable {
+    std::map<const TimeBlock*, std::shared_ptr<TimeBlock>> blocks;
+    std::vector<std::vector<RestoredChunk>> chunks;
+  };
+  Restorable seq_in, con_in;
+  source.Dump([&](const SeriesDump& d) {
+    bytes.emplace_back();
+    for (const SeriesDump::ChunkRef& c : d.chunks) {
+      bytes.back().emplace_back(c.data, c.data + ChunkWriter::ByteSize(c.header));
+    }
+    for (Restorable* in : {&seq_in, &con_in}) {
+      in->chunks.emplace_back();
+      for (size_t k = 0; k < d.chunks.size(); ++k) {
+        const SeriesDump::ChunkRef& c = d.chunks[k];
+        std::shared_ptr<TimeBlock> block;
+        if (c.block != nullptr) {
+          std::shared_ptr<TimeBlock>& b = in->blocks[c.block];
+          if (b == nullptr) {
+            std::string error;
+            b = TimeBlock::FromImage(c.block->Image(), &error);
+            EXPECT_NE(b, nullptr) << error;
+          }
+          block = b;
+        }
+        in->chunks.back().push_back({c.header, bytes.back()[k].data(), block});
+      }
+    }
+    return true;
+  });
+  ASSERT_EQ(bytes.size(), ids.size());
+  ASSERT_EQ(con_in.blocks.size(), 3u);
+  Store sequential, concurrent;
+  std::vector<SeriesId> seq_ids, con_ids;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    seq_ids.push_back(sequential.RestoreSeries(Key(static_cast<int>(i)), Ecn(), SeriesState{}));
+    con_ids.push_back(concurrent.RestoreSeries(Key(static_cast<int>(i)), Ecn(), SeriesState{}));
+    ASSERT_TRUE(sequential.RestoreChunks(seq_ids[i], seq_in.chunks[i], /*may_evict=*/true));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < ids.size(); i += 2) {
+        EXPECT_TRUE(concurrent.RestoreChunks(con_ids[i], con_in.chunks[i], /*may_evict=*/false));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(concurrent.Stats().bytes, sequential.Stats().bytes);
+  EXPECT_EQ(concurrent.Stats().samples, source.Stats().samples);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(concurrent.ReadRange(con_ids[i], INT64_MIN, INT64_MAX),
+              source.ReadRange(ids[i], INT64_MIN, INT64_MAX));
+  }
+  // Each block holds one budget reference per chunk that refers to it.
+  for (const auto& [orig, b] : con_in.blocks) {
+    int64_t refs = 0;
+    for (const auto& list : con_in.chunks) {
+      for (const RestoredChunk& c : list) refs += c.block == b ? 1 : 0;
+    }
+    EXPECT_EQ(b->refs.load(), refs);
+  }
 }
 
 }  // namespace
