@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 
@@ -333,6 +334,10 @@ struct Store::Series {
   // Written by the writer (seal) and by evictors, always under `mu`.
   std::shared_ptr<Chunk> oldest;
   Chunk* newest = nullptr;  // owned through the chain from `oldest`
+  // The sealed chunks, oldest first, each with the largest max_ts up to it
+  // (non-decreasing even across clock steps): where a read from a time on
+  // starts, found by binary search instead of walking the chain.
+  std::deque<std::pair<int64_t, const Chunk*>> seek;
   uint64_t sealed_chunks = 0;
   uint64_t sealed_samples = 0;
 };
@@ -340,7 +345,10 @@ struct Store::Series {
 // What a reader copies under the series lock; everything else happens after.
 struct Store::ReadView {
   const Series* series = nullptr;
-  std::shared_ptr<Chunk> oldest;
+  std::shared_ptr<Chunk> oldest;  // keeps the chain from `first` on alive
+  // The first sealed chunk that may reach from_ns (those before end earlier);
+  // null: none does.
+  const Chunk* first = nullptr;
   const Chunk* newest = nullptr;
   ChunkHeader head;
   std::vector<uint8_t> head_data;
@@ -351,7 +359,7 @@ struct Store::ReadView {
   // corrupt), the head last (chunk null).
   template <typename F>
   void ForEachChunk(F&& f) const {
-    for (const Chunk* c = oldest.get(); c != nullptr; c = c == newest ? nullptr : c->next.get()) {
+    for (const Chunk* c = first; c != nullptr; c = c == newest ? nullptr : c->next.get()) {
       if (!c->corrupt.load(std::memory_order_relaxed)) f(c->h, c->data.get(), c->block.get(), c);
     }
     if (head.count > 0) f(head, head_data.data(), head_block.get(), nullptr);
@@ -550,6 +558,7 @@ bool Store::EvictOldestLocked() {
     if (victim == nullptr) return true;  // cannot happen: one entry per non-empty chain
     s->oldest = victim->next;
     if (s->oldest == nullptr) s->newest = nullptr;
+    s->seek.pop_front();
     --s->sealed_chunks;
     s->sealed_samples -= victim->h.count;
     more = s->oldest != nullptr;
@@ -621,10 +630,11 @@ void Store::PrepareHead(Series* s, bool seal) {
 
 bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
                        std::shared_ptr<TimeBlock> block, uint64_t serial) {
-  // Accounted: the make_shared block (Chunk + a 16-byte control block) and
-  // the payload block.
-  const uint64_t accounted =
-      RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead + RoundUp16(std::max<size_t>(used, 1));
+  // Accounted: the make_shared block (Chunk + a 16-byte control block), the
+  // payload block and the series' seek entry.
+  const uint64_t accounted = RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
+                             RoundUp16(std::max<size_t>(used, 1)) +
+                             sizeof(std::pair<int64_t, const Chunk*>);
   if (!Reserve(accounted)) return false;
   auto c = std::make_shared<Chunk>();
   c->h = h;
@@ -643,6 +653,8 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
       s->newest->next = c;
     }
     s->newest = c.get();
+    s->seek.emplace_back(
+        s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().first, c->h.max_ts), c.get());
     ++s->sealed_chunks;
     s->sealed_samples += c->h.count;
   }
@@ -867,6 +879,9 @@ bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) co
   std::lock_guard lock(s->mu);
   view->oldest = s->oldest;
   view->newest = s->newest;
+  auto it = std::partition_point(s->seek.begin(), s->seek.end(),
+                                 [from_ns](const auto& e) { return e.first < from_ns; });
+  view->first = it == s->seek.end() ? nullptr : it->second;
   view->head = s->head;
   if (s->head.count > 0 && s->head.max_ts >= from_ns && s->head.min_ts <= to_ns) {
     const uint8_t* p = s->head_data.get();
