@@ -30,7 +30,9 @@
 // drops the store's reference to the oldest one. Raw values are kept exactly.
 //
 // Budget: every byte the store holds is accounted against memory_bytes before
-// it is allocated: sealed chunks (payload + fixed overhead), head buffers
+// it is allocated: sealed chunks (payload + fixed overhead + their entry in
+// the series' seek list, which lets a read start at the first chunk that can
+// reach its range), head buffers
 // (capacity), time blocks (released when no chunk refers to them any more)
 // and the per-series overhead (key, signal, aggregate windows, table
 // entries). When an allocation would exceed the budget, the chunk with the
