@@ -335,9 +335,15 @@ struct Store::Series {
   std::shared_ptr<Chunk> oldest;
   Chunk* newest = nullptr;  // owned through the chain from `oldest`
   // The sealed chunks, oldest first, each with the largest max_ts up to it
-  // (non-decreasing even across clock steps): where a read from a time on
-  // starts, found by binary search instead of walking the chain.
-  std::deque<std::pair<int64_t, const Chunk*>> seek;
+  // (non-decreasing even across clock steps) and its own min_ts: where a
+  // read from a time on starts, found by binary search instead of walking
+  // the chain, and where it can stop.
+  struct SeekEntry {
+    int64_t max_ts_so_far;
+    int64_t min_ts;
+    const Chunk* chunk;
+  };
+  std::deque<SeekEntry> seek;
   uint64_t sealed_chunks = 0;
   uint64_t sealed_samples = 0;
 };
@@ -346,10 +352,11 @@ struct Store::Series {
 struct Store::ReadView {
   const Series* series = nullptr;
   std::shared_ptr<Chunk> oldest;  // keeps the chain from `first` on alive
-  // The first sealed chunk that may reach from_ns (those before end earlier);
-  // null: none does.
+  // The first sealed chunk that may reach from_ns (those before end earlier)
+  // and the last one that may reach to_ns (those after start later); null:
+  // none does.
   const Chunk* first = nullptr;
-  const Chunk* newest = nullptr;
+  const Chunk* last = nullptr;
   ChunkHeader head;
   std::vector<uint8_t> head_data;
   std::shared_ptr<TimeBlock> head_block;
@@ -359,7 +366,7 @@ struct Store::ReadView {
   // corrupt), the head last (chunk null).
   template <typename F>
   void ForEachChunk(F&& f) const {
-    for (const Chunk* c = first; c != nullptr; c = c == newest ? nullptr : c->next.get()) {
+    for (const Chunk* c = first; c != nullptr; c = c == last ? nullptr : c->next.get()) {
       if (!c->corrupt.load(std::memory_order_relaxed)) f(c->h, c->data.get(), c->block.get(), c);
     }
     if (head.count > 0) f(head, head_data.data(), head_block.get(), nullptr);
@@ -633,8 +640,7 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
   // Accounted: the make_shared block (Chunk + a 16-byte control block), the
   // payload block and the series' seek entry.
   const uint64_t accounted = RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
-                             RoundUp16(std::max<size_t>(used, 1)) +
-                             sizeof(std::pair<int64_t, const Chunk*>);
+                             RoundUp16(std::max<size_t>(used, 1)) + sizeof(Series::SeekEntry);
   if (!Reserve(accounted)) return false;
   auto c = std::make_shared<Chunk>();
   c->h = h;
@@ -653,8 +659,9 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
       s->newest->next = c;
     }
     s->newest = c.get();
-    s->seek.emplace_back(
-        s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().first, c->h.max_ts), c.get());
+    s->seek.push_back(
+        {s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().max_ts_so_far, c->h.max_ts),
+         c->h.min_ts, c.get()});
     ++s->sealed_chunks;
     s->sealed_samples += c->h.count;
   }
@@ -878,10 +885,16 @@ bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) co
   view->series = s;
   std::lock_guard lock(s->mu);
   view->oldest = s->oldest;
-  view->newest = s->newest;
   auto it = std::partition_point(s->seek.begin(), s->seek.end(),
-                                 [from_ns](const auto& e) { return e.first < from_ns; });
-  view->first = it == s->seek.end() ? nullptr : it->second;
+                                 [from_ns](const auto& e) { return e.max_ts_so_far < from_ns; });
+  // Chunks starting after to_ns are skipped from the newest back, at most
+  // 64 under the lock (any stopping point is correct: the readers filter).
+  auto end = s->seek.end();
+  for (int n = 0; n < 64 && end != it && std::prev(end)->min_ts > to_ns; ++n) --end;
+  if (it != end) {
+    view->first = it->chunk;
+    view->last = std::prev(end)->chunk;
+  }
   view->head = s->head;
   if (s->head.count > 0 && s->head.max_ts >= from_ns && s->head.min_ts <= to_ns) {
     const uint8_t* p = s->head_data.get();
