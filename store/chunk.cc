@@ -179,7 +179,7 @@ bool DecodeChunkFrom(const ChunkHeader& h, const uint8_t* data, ChunkCheckpoint*
   uint32_t code_bit = cp->bit;  // where the current run's code starts
   uint32_t run_left = 0;        // samples of the current run still to emit
   uint32_t run_done = cp->run_done;
-  bool trailing = false;  // the current run is the implicit trailing one
+  bool trailing = false;          // the current run is the implicit trailing one
   if (run_done > 0 && i < end) {  // resume inside a run
     uint32_t total;
     if (r.at_end()) {
