@@ -31,6 +31,9 @@ class BitReader {
   BitReader(const uint8_t* data, uint32_t bits) : data_(data), end_(bits) {}
   bool ok() const { return pos_ <= end_; }
   bool at_end() const { return pos_ == end_; }
+  uint32_t pos() const { return pos_; }
+  // Moves to bit offset `pos` (<= the stream's length; beyond it, ok() is false).
+  void Seek(uint32_t pos) { pos_ = pos; }
   uint64_t Get(int n) {
     // Fast path: 1..56 bits wholly inside the stream and 8 readable bytes.
     if (n > 0 && n <= 56 && pos_ + static_cast<uint32_t>(n) <= end_ &&

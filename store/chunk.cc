@@ -1,5 +1,7 @@
 #include "store/chunk.h"
 
+#include <algorithm>
+
 #include "store/bits.h"
 
 namespace fabricscope {
@@ -157,6 +159,86 @@ void DecodeChunk(const ChunkHeader& h, const uint8_t* data, std::vector<Sample>*
     }
     i += repeat;
   }
+}
+
+bool DecodeChunkFrom(const ChunkHeader& h, const uint8_t* data, ChunkCheckpoint* cp, uint32_t n,
+                     std::vector<Sample>* out) {
+  if (cp->index >= h.count || n == 0) return true;
+  const uint32_t end = n >= h.count - cp->index ? h.count : cp->index + n;
+  if (cp->index == 0) {
+    out->push_back({h.first_t, h.first_value});
+    *cp = ChunkCheckpoint{1, 0, 0, static_cast<uint64_t>(h.first_t), h.first_value, 0};
+  }
+  BitReader r(data, h.bits);
+  if (cp->bit > h.bits) return false;
+  r.Seek(cp->bit);
+  uint32_t i = cp->index;
+  uint64_t t = cp->t;
+  uint64_t value = cp->value;
+  uint64_t delta = cp->delta;
+  uint32_t code_bit = cp->bit;  // where the current run's code starts
+  uint32_t run_left = 0;        // samples of the current run still to emit
+  uint32_t run_done = cp->run_done;
+  bool trailing = false;          // the current run is the implicit trailing one
+  if (run_done > 0 && i < end) {  // resume inside a run
+    uint32_t total;
+    if (r.at_end()) {
+      trailing = true;
+      if (h.count - (i - run_done) != h.run) return false;  // the trailing run
+      total = h.run;
+    } else {
+      if (r.Bit()) return false;
+      total = GetRun(&r);
+      if (!r.ok()) return false;
+    }
+    if (total < run_done || total - run_done > h.count - i) return false;
+    run_left = total - run_done;
+  }
+  while (i < end) {
+    if (run_left == 0) {
+      code_bit = r.pos();
+      run_done = 0;
+      trailing = false;
+      if (r.at_end()) {
+        if (h.count - i != h.run) return false;  // corrupt: not what the writer left
+        run_left = h.run;
+        trailing = true;
+      } else if (r.Bit()) {
+        delta += static_cast<uint64_t>(UnZigZag(GetTs(&r)));
+        value += static_cast<uint64_t>(UnZigZag(GetValue(&r)));
+        if (!r.ok()) return false;
+        t += delta;
+        out->push_back({static_cast<int64_t>(t), value});
+        ++i;
+        continue;
+      } else {
+        run_left = GetRun(&r);
+        if (!r.ok() || run_left > h.count - i) return false;
+      }
+    }
+    const uint32_t k = std::min(run_left, end - i);
+    for (uint32_t j = 0; j < k; ++j) {
+      t += delta;
+      out->push_back({static_cast<int64_t>(t), value});
+    }
+    i += k;
+    run_left -= k;
+    run_done += k;
+  }
+  cp->index = i;
+  cp->t = t;
+  cp->value = value;
+  cp->delta = delta;
+  // Inside a run, or at the end of the trailing one (which the writer may
+  // still extend and then write, as one code, at code_bit).
+  if (run_left > 0 || (trailing && run_done > 0)) {
+    cp->bit = code_bit;
+    cp->run_done = run_done;
+  } else {
+    cp->bit = r.pos();
+    cp->run_done = 0;
+  }
+  return true;
 }
 
 EncodedChunk EncodeChunk(const std::vector<Sample>& samples) {

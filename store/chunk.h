@@ -88,6 +88,27 @@ class ChunkWriter {
 // than h.count samples appended).
 void DecodeChunk(const ChunkHeader& h, const uint8_t* data, std::vector<Sample>* out);
 
+// A decoder position between two samples of a chunk (DecodeChunkFrom): the
+// next sample's index, the bit offset of the code that produces it and how
+// many samples of that code (a run) came before it, and the decoder's state
+// after the previous sample. A position inside the head chunk stays valid
+// while the writer appends (the trailing run is written later at the same
+// offset), so readers may keep it as a seek point.
+struct ChunkCheckpoint {
+  uint32_t index = 0;  // 0: before the first sample (the header's)
+  uint32_t bit = 0;
+  uint32_t run_done = 0;
+  uint64_t t = 0;  // stream time, value and time delta after sample index - 1
+  uint64_t value = 0;
+  uint64_t delta = 0;
+};
+
+// Appends samples cp->index .. min(cp->index + n, h.count) - 1 to `out`
+// (stream times, as DecodeChunk) and advances `cp` past them. False when
+// the stream is corrupt there (what was appended before stays appended).
+bool DecodeChunkFrom(const ChunkHeader& h, const uint8_t* data, ChunkCheckpoint* cp, uint32_t n,
+                     std::vector<Sample>* out);
+
 class TimeBlock;
 
 // Convenience for tests and benchmarks (encodes `samples` into one chunk of

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,13 +30,56 @@ uint64_t BlockAccounted(size_t capacity) {
   return RoundUp16(sizeof(TimeBlock) + 16) + RoundUp16(capacity) + 2 * kMallocOverhead;
 }
 
-// The timestamps of the ticks of the last time block a thread decoded: the
+// The timestamps of the ticks of the last time blocks a thread decoded: the
 // chunks of one tick's series share their block, so a read of many series
-// decodes it once.
+// decodes it once; a few blocks are kept because a read alternates between
+// the tiers' columns (a 10 ms series, then a 100 ms one).
 struct TickCache {
-  uint64_t serial = 0;
-  std::vector<int64_t> ts;
+  struct Entry {
+    uint64_t serial = 0;
+    uint64_t used = 0;  // read order, for replacing the least recently used
+    std::vector<int64_t> ts;
+  };
+  static constexpr size_t kEntries = 4;
+  Entry entries[kEntries];
+  uint64_t clock = 0;
+
+  // The timestamps of `block` holding at least tick `last_tick`.
+  const std::vector<int64_t>& For(const TimeBlock* block, int64_t last_tick) {
+    const int64_t need = last_tick - block->first_tick;
+    Entry* victim = &entries[0];
+    for (Entry& e : entries) {
+      if (e.serial == block->serial) {
+        if (need >= 0 && static_cast<uint64_t>(need) < e.ts.size()) {
+          e.used = ++clock;
+          return e.ts;
+        }
+        victim = &e;
+        break;
+      }
+      if (e.used < victim->used) victim = &e;
+    }
+    victim->ts.clear();
+    victim->serial = block->serial;
+    victim->used = ++clock;
+    block->Read(&victim->ts);
+    return victim->ts;
+  }
 };
+
+// Replaces the tick indexes of out[start..] by their blocks' timestamps;
+// false when one names a tick the block does not hold.
+bool MapTicks(const TimeBlock* block, int64_t last_tick, std::vector<Sample>* out, size_t start) {
+  thread_local TickCache cache;
+  const std::vector<int64_t>& ts = cache.For(block, last_tick);
+  const uint64_t n = ts.size();
+  for (size_t i = start; i < out->size(); ++i) {
+    const uint64_t idx = static_cast<uint64_t>((*out)[i].ts_ns - block->first_tick);
+    if (idx >= n) return false;
+    (*out)[i].ts_ns = ts[idx];
+  }
+  return true;
+}
 
 // Appends the samples of one chunk to `out` with their real timestamps;
 // false (nothing appended) when the chunk does not decode to its header or
@@ -50,25 +94,18 @@ bool DecodeSamples(const ChunkHeader& h, const uint8_t* data, const TimeBlock* b
     out->resize(start);
     return false;
   }
-  if (block == nullptr) return true;
-  thread_local TickCache cache;
-  const int64_t need = h.last_t - block->first_tick;  // ticks only grow within a chunk
-  if (cache.serial != block->serial || need < 0 || static_cast<uint64_t>(need) >= cache.ts.size()) {
-    cache.ts.clear();
-    cache.serial = block->serial;
-    block->Read(&cache.ts);
-  }
-  const uint64_t n = cache.ts.size();
-  for (size_t i = start; i < out->size(); ++i) {
-    const uint64_t idx = static_cast<uint64_t>((*out)[i].ts_ns - block->first_tick);
-    if (idx >= n) {
-      out->resize(start);
-      return false;
-    }
-    (*out)[i].ts_ns = cache.ts[idx];
+  // Ticks only grow within a chunk.
+  if (block != nullptr && !MapTicks(block, h.last_t, out, start)) {
+    out->resize(start);
+    return false;
   }
   return true;
 }
+
+// Identities of chunks for readers' caches (SegmentCache): unique in the
+// process, never reused.
+std::atomic<uint64_t> next_chunk_serial{1};
+uint64_t NewChunkSerial() { return next_chunk_serial.fetch_add(1, std::memory_order_relaxed); }
 
 constexpr uint8_t kSummaryNone = 0;
 constexpr uint8_t kSummaryBusy = 1;
@@ -91,6 +128,126 @@ void SummarizeSamples(CounterSemantics sem, absl::Span<const Sample> samples, Ch
     sum->max_valid_ns = std::max(sum->max_valid_ns, len);
     sum->wrapped = sum->wrapped || u.event == CounterEvent::kWrapped;
   }
+}
+
+// Seek index of a chunk (Store::ScanRange): the chunk cut into segments of
+// kSegmentSamples consecutive samples, each with the decoder checkpoint at
+// its first sample, its own header (real timestamps, first/last value,
+// count) and its summary (ChunkSummary over the segment's inner intervals,
+// a tracker started at its first sample). A scan hands the segments to the
+// RangeScanner as if they were chunks, so a chunk at the edge of what the
+// scanner needs decodes only the segments it must see as samples.
+//
+// Kept in memory only, per reading thread (SegmentCache), never in the
+// chunk: built from one full decode the first time a thread reads a chunk
+// at its edge, extended as the head chunk grows (a head keeps its identity,
+// `serial`, when it is sealed). A chunk's bytes never change under a serial
+// (the head only appends), so a cached index is valid as long as its serial
+// is. Only complete segments are indexed; the samples after the last one
+// are decoded from its end checkpoint.
+constexpr uint32_t kSegmentSamples = 64;
+
+struct Segment {
+  ChunkCheckpoint start;
+  ChunkSummary summary;  // summary.header: the segment's (real timestamps)
+};
+
+struct SegmentIndex {
+  uint64_t serial = 0;            // 0: empty slot
+  std::vector<Segment> segments;  // complete segments, oldest first
+  ChunkCheckpoint next;           // the first sample after them
+  int64_t next_ts = 0;            // ... its real timestamp (index > 0: the last one's)
+};
+
+// Per thread: direct-mapped by serial, bounded in bytes (cleared whole when
+// over kSegmentCacheBytes).
+class SegmentCache {
+ public:
+  static constexpr size_t kSlots = 16384;
+  static constexpr size_t kSegmentCacheBytes = 16u << 20;
+
+  SegmentIndex* Slot(uint64_t serial) {
+    if (slots_.empty()) slots_.resize(kSlots);
+    SegmentIndex* e = &slots_[serial % kSlots];
+    if (e->serial != serial) {
+      bytes_ -= e->segments.capacity() * sizeof(Segment);
+      e->segments.clear();
+      e->serial = serial;
+      e->next = ChunkCheckpoint{};
+      e->next_ts = 0;
+    }
+    return e;
+  }
+  // Accounts growth of a slot's vector; clears every slot but `keep` when
+  // the cache is over its bound.
+  void Grew(SegmentIndex* keep, size_t old_capacity) {
+    bytes_ += (keep->segments.capacity() - old_capacity) * sizeof(Segment);
+    if (bytes_ <= kSegmentCacheBytes) return;
+    for (SegmentIndex& e : slots_) {
+      if (&e == keep) continue;
+      std::vector<Segment>().swap(e.segments);
+      e.serial = 0;
+    }
+    bytes_ = keep->segments.capacity() * sizeof(Segment);
+  }
+
+ private:
+  std::vector<SegmentIndex> slots_;
+  size_t bytes_ = 0;
+};
+
+// The header of decoded samples (real timestamps) as ScanRange shows it.
+ChunkHeader HeaderOf(absl::Span<const Sample> samples) {
+  ChunkHeader h;
+  h.count = static_cast<uint32_t>(samples.size());
+  h.first_ts = h.min_ts = h.max_ts = samples.front().ts_ns;
+  h.last_ts = samples.back().ts_ns;
+  h.first_value = samples.front().value;
+  h.last_value = samples.back().value;
+  for (const Sample& s : samples) {
+    h.min_ts = std::min(h.min_ts, s.ts_ns);
+    h.max_ts = std::max(h.max_ts, s.ts_ns);
+  }
+  h.first_t = h.first_ts;
+  h.last_t = h.last_ts;
+  return h;
+}
+
+// Brings `idx` up to every complete segment of the chunk (h, data, block);
+// false when the chunk is corrupt. `sealed`: the chunk will not grow, so
+// the decode is checked against its header's last sample.
+bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, const ChunkHeader& h,
+                 const uint8_t* data, const TimeBlock* block, bool sealed,
+                 std::vector<Sample>* tmp) {
+  const uint32_t full = h.count / kSegmentSamples * kSegmentSamples;
+  if (idx->next.index >= full && (!sealed || idx->next.index > 0)) return true;
+  const size_t old_capacity = idx->segments.capacity();
+  idx->segments.reserve(full / kSegmentSamples);
+  while (idx->next.index < full) {
+    Segment seg;
+    seg.start = idx->next;
+    tmp->clear();
+    if (!DecodeChunkFrom(h, data, &idx->next, kSegmentSamples, tmp) ||
+        tmp->size() != kSegmentSamples ||
+        (block != nullptr && !MapTicks(block, tmp->back().ts_ns, tmp, 0))) {
+      idx->serial = 0;  // start over next time (a corrupt chunk is dropped)
+      return false;
+    }
+    seg.summary.header = HeaderOf(*tmp);
+    SummarizeSamples(sem, *tmp, &seg.summary);
+    idx->segments.push_back(seg);
+  }
+  cache->Grew(idx, old_capacity);
+  if (sealed) {  // the rest decodes to the header's last sample
+    ChunkCheckpoint cp = idx->next;
+    tmp->clear();
+    if (!DecodeChunkFrom(h, data, &cp, h.count, tmp) || cp.index != h.count ||
+        cp.t != static_cast<uint64_t>(h.last_t) || cp.value != h.last_value) {
+      idx->serial = 0;
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -116,6 +273,8 @@ struct Store::Chunk {
   mutable double summary_delta = 0;
   mutable int64_t summary_ns = 0;
   mutable int64_t summary_max_ns = 0;
+  // Identity for readers' seek-index caches (the head's, once sealed).
+  uint64_t serial = 0;
   std::shared_ptr<Chunk> next;
 
   // Releases a long chain iteratively (a reader may have held the oldest
@@ -171,9 +330,20 @@ struct Store::Series {
   std::unique_ptr<uint8_t[]> head_data;  // zero beyond ByteSize(head)
   size_t head_cap = 0;
   std::shared_ptr<TimeBlock> head_block;  // the head's time block (one budget reference)
+  uint64_t head_serial = 0;               // set when the head gets its first sample
   // Written by the writer (seal) and by evictors, always under `mu`.
   std::shared_ptr<Chunk> oldest;
   Chunk* newest = nullptr;  // owned through the chain from `oldest`
+  // The sealed chunks, oldest first, each with the largest max_ts up to it
+  // (non-decreasing even across clock steps) and its own min_ts: where a
+  // read from a time on starts, found by binary search instead of walking
+  // the chain, and where it can stop.
+  struct SeekEntry {
+    int64_t max_ts_so_far;
+    int64_t min_ts;
+    const Chunk* chunk;
+  };
+  std::deque<SeekEntry> seek;
   uint64_t sealed_chunks = 0;
   uint64_t sealed_samples = 0;
 };
@@ -181,17 +351,22 @@ struct Store::Series {
 // What a reader copies under the series lock; everything else happens after.
 struct Store::ReadView {
   const Series* series = nullptr;
-  std::shared_ptr<Chunk> oldest;
-  const Chunk* newest = nullptr;
+  std::shared_ptr<Chunk> oldest;  // keeps the chain from `first` on alive
+  // The first sealed chunk that may reach from_ns (those before end earlier)
+  // and the last one that may reach to_ns (those after start later); null:
+  // none does.
+  const Chunk* first = nullptr;
+  const Chunk* last = nullptr;
   ChunkHeader head;
   std::vector<uint8_t> head_data;
   std::shared_ptr<TimeBlock> head_block;
+  uint64_t head_serial = 0;
 
   // f(header, data, block, chunk): every chunk oldest first (but those found
   // corrupt), the head last (chunk null).
   template <typename F>
   void ForEachChunk(F&& f) const {
-    for (const Chunk* c = oldest.get(); c != nullptr; c = c == newest ? nullptr : c->next.get()) {
+    for (const Chunk* c = first; c != nullptr; c = c == last ? nullptr : c->next.get()) {
       if (!c->corrupt.load(std::memory_order_relaxed)) f(c->h, c->data.get(), c->block.get(), c);
     }
     if (head.count > 0) f(head, head_data.data(), head_block.get(), nullptr);
@@ -390,6 +565,7 @@ bool Store::EvictOldestLocked() {
     if (victim == nullptr) return true;  // cannot happen: one entry per non-empty chain
     s->oldest = victim->next;
     if (s->oldest == nullptr) s->newest = nullptr;
+    s->seek.pop_front();
     --s->sealed_chunks;
     s->sealed_samples -= victim->h.count;
     more = s->oldest != nullptr;
@@ -449,7 +625,7 @@ void Store::PrepareHead(Series* s, bool seal) {
     return;
   }
   // Seal the head into an immutable chunk (its block reference goes with it).
-  if (!LinkSealed(s, s->head, s->head_data.get(), used, s->head_block)) {
+  if (!LinkSealed(s, s->head, s->head_data.get(), used, s->head_block, s->head_serial)) {
     DropHead(s);
     return;
   }
@@ -460,11 +636,11 @@ void Store::PrepareHead(Series* s, bool seal) {
 }
 
 bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
-                       std::shared_ptr<TimeBlock> block) {
-  // Accounted: the make_shared block (Chunk + a 16-byte control block) and
-  // the payload block.
-  const uint64_t accounted =
-      RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead + RoundUp16(std::max<size_t>(used, 1));
+                       std::shared_ptr<TimeBlock> block, uint64_t serial) {
+  // Accounted: the make_shared block (Chunk + a 16-byte control block), the
+  // payload block and the series' seek entry.
+  const uint64_t accounted = RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
+                             RoundUp16(std::max<size_t>(used, 1)) + sizeof(Series::SeekEntry);
   if (!Reserve(accounted)) return false;
   auto c = std::make_shared<Chunk>();
   c->h = h;
@@ -472,6 +648,7 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
   if (used > 0) std::memcpy(c->data.get(), data, used);
   c->accounted = accounted;
   c->block = std::move(block);
+  c->serial = serial != 0 ? serial : NewChunkSerial();
   bool was_empty;
   {
     std::lock_guard lock(s->mu);
@@ -482,6 +659,9 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
       s->newest->next = c;
     }
     s->newest = c.get();
+    s->seek.push_back(
+        {s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().max_ts_so_far, c->h.max_ts),
+         c->h.min_ts, c.get()});
     ++s->sealed_chunks;
     s->sealed_samples += c->h.count;
   }
@@ -562,10 +742,13 @@ void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock
   AppendEvent ev;
   {
     std::lock_guard lock(s->mu);
-    if (s->head.count == 0 && s->head_block != block) {
-      // An empty head holds no block (seal and DropHead let go of it).
-      s->head_block = block;
-      if (block != nullptr) block->refs.fetch_add(1, std::memory_order_relaxed);
+    if (s->head.count == 0) {
+      s->head_serial = NewChunkSerial();
+      if (s->head_block != block) {
+        // An empty head holds no block (seal and DropHead let go of it).
+        s->head_block = block;
+        if (block != nullptr) block->refs.fetch_add(1, std::memory_order_relaxed);
+      }
     }
     AppendLocked(s, t, ts_ns, raw, &ev);
   }
@@ -673,12 +856,22 @@ bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) co
   view->series = s;
   std::lock_guard lock(s->mu);
   view->oldest = s->oldest;
-  view->newest = s->newest;
+  auto it = std::partition_point(s->seek.begin(), s->seek.end(),
+                                 [from_ns](const auto& e) { return e.max_ts_so_far < from_ns; });
+  // Chunks starting after to_ns are skipped from the newest back, at most
+  // 64 under the lock (any stopping point is correct: the readers filter).
+  auto end = s->seek.end();
+  for (int n = 0; n < 64 && end != it && std::prev(end)->min_ts > to_ns; ++n) --end;
+  if (it != end) {
+    view->first = it->chunk;
+    view->last = std::prev(end)->chunk;
+  }
   view->head = s->head;
   if (s->head.count > 0 && s->head.max_ts >= from_ns && s->head.min_ts <= to_ns) {
     const uint8_t* p = s->head_data.get();
     view->head_data.assign(p, p + ChunkWriter::ByteSize(s->head));
     view->head_block = s->head_block;
+    view->head_serial = s->head_serial;
   } else if (s->head.count > 0) {
     // Not needed for the range: keep only what the header says (last sample).
     view->head.bits = 0;
@@ -718,7 +911,8 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     MarkCorrupt(chunk);
     return false;
   };
-  // Hands the samples of `tmp` within the range to the scanner.
+  // Hands the samples of `tmp` within the range to the scanner (`h`: their
+  // header, real timestamps).
   auto hand_over = [&](const ChunkHeader& h) {
     if (h.min_ts >= from_ns && h.max_ts <= to_ns) {
       scanner->OnSamples(tmp);
@@ -730,12 +924,67 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     }
     if (!in_range.empty()) scanner->OnSamples(in_range);
   };
+  // The samples of a chunk the scanner wants decoded, segment by segment
+  // through its seek index (SegmentCache): each segment that overlaps the
+  // range is planned like a chunk of its own. False when the chunk is
+  // corrupt (counted).
+  thread_local SegmentCache cache;
+  auto by_segments = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                         const Chunk* chunk, uint64_t serial) {
+    SegmentIndex* idx = cache.Slot(serial);
+    if (!ExtendIndex(&cache, idx, sem, h, data, block, chunk != nullptr, &tmp)) {
+      MarkCorrupt(chunk);
+      return false;
+    }
+    const size_t n = idx->segments.size();
+    const ChunkCheckpoint rest = idx->next;
+    for (size_t k = 0; k < n; ++k) {
+      const Segment& seg = idx->segments[k];
+      const ChunkHeader& sh = seg.summary.header;
+      if (sh.max_ts < from_ns || sh.min_ts > to_ns) continue;
+      const RangeScanner::Plan plan = scanner->PlanChunk(sh);
+      if (plan == RangeScanner::Plan::kSkip) continue;
+      if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
+      ChunkCheckpoint cp = seg.start;
+      tmp.clear();
+      if (!DecodeChunkFrom(h, data, &cp, sh.count, &tmp) ||
+          (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
+        MarkCorrupt(chunk);
+        return false;
+      }
+      hand_over(sh);
+    }
+    if (rest.index >= h.count) return true;
+    ChunkCheckpoint cp = rest;
+    tmp.clear();
+    if (!DecodeChunkFrom(h, data, &cp, h.count, &tmp) || tmp.empty() ||
+        (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
+      MarkCorrupt(chunk);
+      return false;
+    }
+    ChunkSummary sum;
+    sum.header = HeaderOf(tmp);
+    if (sum.header.max_ts < from_ns || sum.header.min_ts > to_ns) return true;
+    const RangeScanner::Plan plan = scanner->PlanChunk(sum.header);
+    if (plan == RangeScanner::Plan::kSkip) return true;
+    if (plan == RangeScanner::Plan::kSummary) {
+      SummarizeSamples(sem, tmp, &sum);
+      if (scanner->OnSummary(sum)) return true;
+    }
+    hand_over(sum.header);
+    return true;
+  };
   v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
                      const Chunk* chunk) {
     if (h.max_ts < from_ns || h.min_ts > to_ns) return;
     const RangeScanner::Plan plan = scanner->PlanChunk(h);
     if (plan == RangeScanner::Plan::kSkip) return;
     if (plan == RangeScanner::Plan::kSamples || chunk == nullptr) {
+      // A long chunk: by segments, which the scanner may plan otherwise.
+      if (h.count > 2 * kSegmentSamples) {
+        by_segments(h, data, block, chunk, chunk != nullptr ? chunk->serial : v.head_serial);
+        return;
+      }
       if (decode(h, data, block, chunk)) hand_over(h);
       return;
     }

@@ -30,7 +30,9 @@
 // drops the store's reference to the oldest one. Raw values are kept exactly.
 //
 // Budget: every byte the store holds is accounted against memory_bytes before
-// it is allocated: sealed chunks (payload + fixed overhead), head buffers
+// it is allocated: sealed chunks (payload + fixed overhead + their entry in
+// the series' seek list, which lets a read start at the first chunk that can
+// reach its range), head buffers
 // (capacity), time blocks (released when no chunk refers to them any more)
 // and the per-series overhead (key, signal, aggregate windows, table
 // entries). When an allocation would exceed the budget, the chunk with the
@@ -151,17 +153,25 @@ struct ChunkSummary {
 // Consumer of Store::ScanRange: decides per chunk whether its summary is
 // enough or its samples are needed. Called on the scanning thread, with no
 // store lock held.
+//
+// A long chunk (more than 2 x 64 samples) that the scanner plans kSamples,
+// and the head chunk whatever its plan, is then offered again as its
+// segments: runs of 64 consecutive samples (the last one shorter), each
+// planned like a chunk of its own with its own header and summary (the same
+// definition over the segment's samples), so that only the segments the
+// scanner needs as samples are decoded (the store's seek index).
 class RangeScanner {
  public:
   enum class Plan : uint8_t {
-    kSamples,  // decode the chunk: OnSamples
-    kSummary,  // OnSummary (for a sealed chunk; the head chunk is decoded)
+    kSamples,  // decode the chunk: OnSamples (a long one: segment by segment)
+    kSummary,  // OnSummary (a sealed chunk or a segment; a whole head chunk is offered as segments)
     kSkip,     // nothing of this chunk is needed
   };
   virtual ~RangeScanner() = default;
-  // A chunk that overlaps [from_ns, to_ns] by its min/max timestamps, oldest
-  // first. Only the header's real-time fields (first_ts, last_ts, min_ts,
-  // max_ts, first_value, last_value, count) are meaningful.
+  // A chunk (or a segment of one) that overlaps [from_ns, to_ns] by its
+  // min/max timestamps, oldest first. Only the header's real-time fields
+  // (first_ts, last_ts, min_ts, max_ts, first_value, last_value, count) are
+  // meaningful.
   virtual Plan PlanChunk(const ChunkHeader& header) = 0;
   // The summary of a chunk planned kSummary; false when it does not suffice
   // after all (the store then decodes the chunk and calls OnSamples).
@@ -306,12 +316,17 @@ class Store {
   // id. Decoding runs without any lock held.
   std::vector<Sample> ReadRange(SeriesId id, int64_t from_ns, int64_t to_ns) const;
   // Scans the chunks of `id` that overlap [from_ns, to_ns], oldest first,
-  // the head last, letting `scanner` take each as a summary (sealed chunks
-  // only), as samples within [from_ns, to_ns] (exactly those ReadRange would
-  // return, chunk by chunk) or not at all. A chunk that does not decode is
-  // dropped and counted as ReadRange does. Summaries are computed without any
-  // lock held and published with the chunk (concurrent scans may compute the
-  // same one; one of them keeps it). No-op for an unknown id.
+  // the head last, letting `scanner` take each (or each of its segments, see
+  // RangeScanner) as a summary, as samples within [from_ns, to_ns] (exactly
+  // those ReadRange would return, in order) or not at all. A chunk that does
+  // not decode is dropped and counted as ReadRange does. Summaries are
+  // computed without any lock held and published with the chunk (concurrent
+  // scans may compute the same one; one of them keeps it). The segments'
+  // seek index (decoder checkpoints, headers and summaries) is kept per
+  // reading thread, in memory only and outside the budget: built on a
+  // thread's first segment-wise read of a chunk (one full decode), extended
+  // as the head grows, at most 16 MiB per thread (dropped whole beyond).
+  // No-op for an unknown id.
   void ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner* scanner) const;
   // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
   // NotFound for an unknown id, FailedPrecondition for a gauge series,
@@ -391,9 +406,10 @@ class Store {
   // Writer (or Restore): links a copy of `used` bytes of `data` as the
   // series' newest sealed chunk, handing it one budget reference on `block`
   // that the caller holds; false (nothing linked, the reference still the
-  // caller's) if the budget cannot hold it.
+  // caller's) if the budget cannot hold it. `serial`: the sealed head's
+  // identity (0: a new one).
   bool LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
-                  std::shared_ptr<TimeBlock> block);
+                  std::shared_ptr<TimeBlock> block, uint64_t serial = 0);
   // Drops one budget reference on `block`; the last one releases its bytes.
   void DropBlockRef(TimeBlock* block);
   // Restore: takes one budget reference on a restored block, accounting it

@@ -592,11 +592,21 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   int64_t newest_ns = 0;  // the store's latest poll of anything
   for (const SeriesSnapshot& snap : all) newest_ns = std::max(newest_ns, snap.state.last_ts_ns);
   *process = CorrelateProcess(*store_, all, scope, span, options_);
+  // The series in scope, counted first so that the (large) result is
+  // allocated once.
+  std::vector<std::pair<const SeriesSnapshot*, SignalClass>> in_scope;
+  in_scope.reserve(all.size());
   for (const SeriesSnapshot& snap : all) {
     if (snap.key == nullptr || snap.signal == nullptr) continue;
     const SignalClass cls = ClassifySignal(*snap.signal);
     if (cls == SignalClass::kIgnored) continue;
     if (!scope.Contains(*snap.key)) continue;
+    in_scope.emplace_back(&snap, cls);
+  }
+  out.series.reserve(in_scope.size());
+  places.reserve(in_scope.size());
+  for (const auto& [snap_ptr, cls] : in_scope) {
+    const SeriesSnapshot& snap = *snap_ptr;
     SeriesCorrelation sc = SeriesCorrelationOf(snap, cls);
     // Samples from the last one before the baseline to the first one after
     // the window (one max gap beyond both ends finds them), the baseline's
@@ -684,11 +694,9 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     if (ca != cb) return ca;
     return a.score > b.score;
   });
-  std::vector<SeriesCorrelation> ranked;
-  ranked.reserve(order.size());
   std::vector<std::string> blind_texts;
   for (size_t i : order) {
-    SeriesCorrelation& sc = out.series[i];
+    const SeriesCorrelation& sc = out.series[i];
     if (IsCongestionClass(sc.signal_class) && sc.superseded_by.empty() && !sc.blind.empty()) {
       blind_texts.push_back(BlindText(sc));
       out.blind.push_back({.signal = sc.signal,
@@ -702,9 +710,22 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
                            .direction = sc.direction,
                            .why = sc.blind});
     }
-    ranked.push_back(std::move(sc));
   }
-  out.series = std::move(ranked);
+  // Into rank order in place, cycle by cycle (one move per series: no
+  // second copy of the result).
+  std::vector<bool> placed(order.size(), false);
+  for (size_t start = 0; start < order.size(); ++start) {
+    if (placed[start] || order[start] == start) continue;
+    SeriesCorrelation first = std::move(out.series[start]);
+    size_t at = start;
+    while (order[at] != start) {
+      out.series[at] = std::move(out.series[order[at]]);
+      placed[at] = true;
+      at = order[at];
+    }
+    out.series[at] = std::move(first);
+    placed[at] = true;
+  }
   const std::string caveat =
       blind_texts.empty() ? "" : absl::StrCat("; ", BlindList(blind_texts), ": blind");
 

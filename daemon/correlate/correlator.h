@@ -200,9 +200,10 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
 
 // The same WindowStats read from the store: the samples of
 // [t0 - baseline_ns - max_gap_ns, t1 + max_gap_ns] of series `id`, except
-// that a chunk wholly inside the baseline window (or wholly before it) is
-// taken from its chunk summary (Store::ScanRange) instead of its samples, and
-// chunks after the window are skipped once an interval starts past t1. Equal
+// that a chunk, or a 64-sample segment of a long one, wholly inside the
+// baseline window (or wholly before it) is taken from its summary
+// (Store::ScanRange) instead of its samples, and chunks or segments after the
+// window are skipped once an interval starts past t1. Equal
 // to ComputeWindowStats over store.ReadRange of that range (the same counter
 // semantics, resets, saturation and gaps), up to floating-point rounding of
 // baseline_rate (the summed deltas are added in another order).

@@ -214,5 +214,61 @@ TEST(ChunkTest, MinMaxTimestampsTracked) {
   EXPECT_EQ(c.header.last_value, 4u);
 }
 
+// DecodeChunkFrom: decoding in steps of n from the checkpoint each step
+// leaves gives what DecodeChunk gives, for runs of every kind (inside a
+// run, at its end, the implicit trailing run), and a checkpoint taken while
+// the chunk grows (the head) still decodes the grown chunk.
+TEST(ChunkTest, CheckpointsResumeAnywhereWhileTheChunkGrows) {
+  std::mt19937_64 rng(21);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<Sample> in;
+    int64_t ts = 1'000'000;
+    uint64_t v = rng();
+    const size_t n = 1 + rng() % 3000;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t r = rng() % 100;
+      ts += (r < 90) ? 10 : static_cast<int64_t>(rng() % 50);      // mostly regular
+      if (r < 5 || (round % 3 == 0 && r < 40)) v += rng() % 1000;  // mostly constant
+      in.push_back({ts, v});
+      if (round % 5 == 0 && r == 99) {  // a run longer than kMaxRun
+        for (uint32_t k = 0; k < kMaxRun + 3; ++k) in.push_back({ts += 10, v});
+      }
+    }
+    ChunkHeader h;
+    std::vector<uint8_t> buf(in.size() * kMaxSampleBytes + kMaxSampleBytes, 0);
+    std::vector<ChunkCheckpoint> taken;  // checkpoints taken on prefixes
+    for (size_t i = 0; i < in.size(); ++i) {
+      ChunkWriter::Append(&h, buf.data(), in[i].ts_ns, in[i].value);
+      if (rng() % 50 == 0) {  // a reader of the head decodes it up to here
+        ChunkCheckpoint cp = taken.empty() ? ChunkCheckpoint{} : taken.back();
+        std::vector<Sample> got;
+        const uint32_t from = cp.index;
+        ASSERT_TRUE(DecodeChunkFrom(h, buf.data(), &cp, h.count, &got));
+        ASSERT_EQ(cp.index, h.count);
+        ASSERT_EQ(got.size(), h.count - from);
+        for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(got[k], in[from + k]);
+        taken.push_back(cp);
+      }
+    }
+    // The whole chunk in random steps, and from every checkpoint taken.
+    ChunkCheckpoint cp;
+    std::vector<Sample> got;
+    while (cp.index < h.count) {
+      const uint32_t before = cp.index;
+      ASSERT_TRUE(DecodeChunkFrom(h, buf.data(), &cp, 1 + rng() % 200, &got));
+      ASSERT_GT(cp.index, before);
+    }
+    ASSERT_EQ(got.size(), in.size());
+    for (size_t k = 0; k < in.size(); ++k) ASSERT_EQ(got[k], in[k]) << "round " << round;
+    for (ChunkCheckpoint t : taken) {
+      std::vector<Sample> rest;
+      const uint32_t from = t.index;
+      ASSERT_TRUE(DecodeChunkFrom(h, buf.data(), &t, h.count, &rest));
+      ASSERT_EQ(rest.size(), in.size() - from);
+      for (size_t k = 0; k < rest.size(); ++k) ASSERT_EQ(rest[k], in[from + k]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fabricscope
