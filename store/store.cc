@@ -159,19 +159,32 @@ struct SegmentIndex {
   int64_t next_ts = 0;            // ... its real timestamp (index > 0: the last one's)
 };
 
-// Per thread: direct-mapped by serial, bounded in bytes (cleared whole when
-// over kSegmentCacheBytes).
+// Per thread: direct-mapped by serial, bounded in bytes. A thread's cache
+// (its slot table and every slot's segments) is cleared whole, but for the
+// slot in use, when it is over kSegmentCacheBytes or when the caches of all
+// threads together are over kProcessSegmentBytes: any number of threads may
+// scan (the correlation worker, up to 32 gRPC query threads), and this memory
+// is outside the store's budget.
 class SegmentCache {
  public:
   static constexpr size_t kSlots = 16384;
-  static constexpr size_t kSegmentCacheBytes = 16u << 20;
+  static constexpr int64_t kSegmentCacheBytes = 16 << 20;
+  static constexpr int64_t kProcessSegmentBytes = 48 << 20;
+
+  SegmentCache() = default;
+  SegmentCache(const SegmentCache&) = delete;
+  SegmentCache& operator=(const SegmentCache&) = delete;
+  ~SegmentCache() { Add(-bytes_); }
 
   SegmentIndex* Slot(uint64_t serial) {
-    if (slots_.empty()) slots_.resize(kSlots);
+    if (slots_.empty()) {
+      slots_.resize(kSlots);
+      Add(static_cast<int64_t>(slots_.capacity() * sizeof(SegmentIndex)));
+    }
     SegmentIndex* e = &slots_[serial % kSlots];
     if (e->serial != serial) {
-      bytes_ -= e->segments.capacity() * sizeof(Segment);
-      e->segments.clear();
+      Add(-static_cast<int64_t>(e->segments.capacity() * sizeof(Segment)));
+      std::vector<Segment>().swap(e->segments);
       e->serial = serial;
       e->next = ChunkCheckpoint{};
       e->next_ts = 0;
@@ -179,21 +192,32 @@ class SegmentCache {
     return e;
   }
   // Accounts growth of a slot's vector; clears every slot but `keep` when
-  // the cache is over its bound.
+  // this thread's cache or all threads' caches are over their bound.
   void Grew(SegmentIndex* keep, size_t old_capacity) {
-    bytes_ += (keep->segments.capacity() - old_capacity) * sizeof(Segment);
-    if (bytes_ <= kSegmentCacheBytes) return;
+    const int64_t process =
+        Add(static_cast<int64_t>((keep->segments.capacity() - old_capacity) * sizeof(Segment)));
+    if (bytes_ <= kSegmentCacheBytes && process <= kProcessSegmentBytes) return;
+    int64_t freed = 0;
     for (SegmentIndex& e : slots_) {
       if (&e == keep) continue;
+      freed += static_cast<int64_t>(e.segments.capacity() * sizeof(Segment));
       std::vector<Segment>().swap(e.segments);
       e.serial = 0;
     }
-    bytes_ = keep->segments.capacity() * sizeof(Segment);
+    Add(-freed);
   }
 
  private:
+  // Adds `delta` to this thread's and the process' byte counts; returns the
+  // process' new count.
+  int64_t Add(int64_t delta) {
+    bytes_ += delta;
+    return process_bytes_.fetch_add(delta, std::memory_order_relaxed) + delta;
+  }
+
+  static inline std::atomic<int64_t> process_bytes_{0};
   std::vector<SegmentIndex> slots_;
-  size_t bytes_ = 0;
+  int64_t bytes_ = 0;
 };
 
 // The header of decoded samples (real timestamps) as ScanRange shows it.

@@ -325,7 +325,8 @@ class Store {
   // seek index (decoder checkpoints, headers and summaries) is kept per
   // reading thread, in memory only and outside the budget: built on a
   // thread's first segment-wise read of a chunk (one full decode), extended
-  // as the head grows, at most 16 MiB per thread (dropped whole beyond).
+  // as the head grows, at most 16 MiB per thread and 48 MiB for all
+  // threads together (a thread over either drops its index whole).
   // No-op for an unknown id.
   void ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner* scanner) const;
   // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
