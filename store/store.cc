@@ -659,12 +659,22 @@ void Store::PrepareHead(Series* s, bool seal) {
   s->head_block.reset();
 }
 
+uint64_t Store::SealedChunkBytes(size_t used) {
+  // The make_shared block (Chunk + a 16-byte control block), the payload
+  // block and the series' seek entry.
+  return RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
+         RoundUp16(std::max<size_t>(used, 1)) + sizeof(Series::SeekEntry);
+}
+
+void Store::PushSeekLocked(Series* s, const Chunk* c) {
+  s->seek.push_back(
+      {s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().max_ts_so_far, c->h.max_ts),
+       c->h.min_ts, c});
+}
+
 bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
                        std::shared_ptr<TimeBlock> block, uint64_t serial) {
-  // Accounted: the make_shared block (Chunk + a 16-byte control block), the
-  // payload block and the series' seek entry.
-  const uint64_t accounted = RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
-                             RoundUp16(std::max<size_t>(used, 1)) + sizeof(Series::SeekEntry);
+  const uint64_t accounted = SealedChunkBytes(used);
   if (!Reserve(accounted)) return false;
   auto c = std::make_shared<Chunk>();
   c->h = h;
@@ -683,9 +693,7 @@ bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, siz
       s->newest->next = c;
     }
     s->newest = c.get();
-    s->seek.push_back(
-        {s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().max_ts_so_far, c->h.max_ts),
-         c->h.min_ts, c.get()});
+    PushSeekLocked(s, c.get());
     ++s->sealed_chunks;
     s->sealed_samples += c->h.count;
   }
@@ -1208,12 +1216,8 @@ bool Store::RestoreChunks(SeriesId id, absl::Span<const RestoredChunk> chunks, b
 }
 
 bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
-  // The bytes LinkSealed accounts per chunk (see there), and the blocks that
-  // no chunk holds yet (a run refers to a handful at most).
-  auto chunk_bytes = [](size_t used) {
-    return RoundUp16(sizeof(Chunk) + 16) + 2 * kMallocOverhead +
-           RoundUp16(std::max<size_t>(used, 1));
-  };
+  // The bytes LinkSealed accounts per chunk (SealedChunkBytes), and the
+  // blocks that no chunk holds yet (a run refers to a handful at most).
   std::vector<TimeBlock*> new_blocks;
   {
     // Under evict_mu_, where every change of a block's budget references
@@ -1222,7 +1226,7 @@ bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
     uint64_t bytes = 0;
     for (const RestoredChunk& c : chunks) {
       if (c.header.count == 0) continue;
-      bytes += chunk_bytes(ChunkWriter::ByteSize(c.header));
+      bytes += SealedChunkBytes(ChunkWriter::ByteSize(c.header));
       TimeBlock* b = c.block.get();
       if (b != nullptr && b->refs.load(std::memory_order_relaxed) == 0 &&
           std::find(new_blocks.begin(), new_blocks.end(), b) == new_blocks.end()) {
@@ -1254,8 +1258,9 @@ bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
     k->h = c.header;
     k->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
     if (used > 0) std::memcpy(k->data.get(), c.data, used);
-    k->accounted = chunk_bytes(used);
+    k->accounted = SealedChunkBytes(used);
     k->block = c.block;
+    k->serial = NewChunkSerial();
     Chunk* raw = k.get();
     if (last == nullptr) {
       first = std::move(k);
@@ -1277,6 +1282,7 @@ bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
       s->newest->next = first;
     }
     s->newest = last;
+    for (const Chunk* k = first.get(); k != nullptr; k = k->next.get()) PushSeekLocked(s, k);
     s->sealed_chunks += n;
     s->sealed_samples += samples;
   }

@@ -418,6 +418,10 @@ class Store {
   bool AcquireRestoredBlock(TimeBlock* block);
   // RestoreChunks without eviction: reserves and links `chunks` in one run.
   bool LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks);
+  // The bytes a sealed chunk of `used` stream bytes is accounted.
+  static uint64_t SealedChunkBytes(size_t used);
+  // Appends `c` (just linked as the newest chunk) to the series' seek list.
+  static void PushSeekLocked(Series* s, const Chunk* c);
   void DropBlockRefLocked(TimeBlock* block);  // evict_mu_ held
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
   void MarkCorrupt(const Chunk* chunk) const;

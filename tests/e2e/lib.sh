@@ -118,15 +118,34 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # (tools/run.sh --demo=on) with metrics on a free port and gRPC on GRPC_PORT (a
 # fixed free port: the simulator pushes spans to it); sets DAEMON_PID,
 # METRICS_ADDR, GRPC_PORT. run.sh's output goes to $WORK/run.out, the
-# daemon's log to $WORK/daemon.log.
+# daemon's log to $WORK/daemon.log. The port is free when picked but another
+# test running beside this one may bind it before the daemon does: then the
+# daemon refuses to start ("grpc-listen: cannot listen"), and the demo is
+# started again on another port (3 attempts).
 start_demo() {
-  GRPC_PORT=$(free_port)
-  FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
-    --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" "$@" \
-    >"$WORK/run.out" 2>"$WORK/daemon.log" &
-  DAEMON_PID=$!
-  PIDS+=("$DAEMON_PID")
-  wait_metrics_addr "demo exited during startup:"
+  local attempt
+  for attempt in 1 2 3; do
+    GRPC_PORT=$(free_port)
+    FABRICSCOPE_BINARY_DIR="$BIN" "$SRC/tools/run.sh" --demo=on \
+      --metrics-listen=127.0.0.1:0 --grpc-listen="127.0.0.1:$GRPC_PORT" "$@" \
+      >"$WORK/run.out" 2>"$WORK/daemon.log" &
+    DAEMON_PID=$!
+    PIDS+=("$DAEMON_PID")
+    METRICS_ADDR=""
+    for _ in $(seq 1 $(tries 100)); do
+      METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+      [ -n "$METRICS_ADDR" ] && return 0
+      kill -0 "$DAEMON_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    if ! kill -0 "$DAEMON_PID" 2>/dev/null && [ "$attempt" -lt 3 ] &&
+      grep -q 'grpc-listen: cannot listen' "$WORK/daemon.log"; then
+      echo "note: gRPC port $GRPC_PORT was taken before the daemon bound it; starting again"
+      continue
+    fi
+    wait_metrics_addr "demo exited during startup:"
+    return 0
+  done
 }
 
 scrape() { curl -sf --max-time 5 "http://$METRICS_ADDR/metrics"; }
