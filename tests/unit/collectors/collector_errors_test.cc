@@ -32,6 +32,7 @@
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
+namespace collector_errors_test {
 namespace {
 
 using ethtool_test::TempDir;
@@ -213,4 +214,5 @@ TEST(CollectorErrorsTest, GarbageIsParseForEveryReader) {
 }
 
 }  // namespace
+}  // namespace collector_errors_test
 }  // namespace fabricscope

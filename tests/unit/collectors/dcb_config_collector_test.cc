@@ -14,6 +14,7 @@
 #include "tools/fabricsim/writer.h"
 
 namespace fabricscope {
+namespace dcb_config_collector_test {
 namespace {
 
 using ethtool_test::RecordingContext;
@@ -209,4 +210,5 @@ TEST(DcbConfigCollectorTest, KernelDcbnlOnLoopbackIsUnsupported) {
 }
 
 }  // namespace
+}  // namespace dcb_config_collector_test
 }  // namespace fabricscope

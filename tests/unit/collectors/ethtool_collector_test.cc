@@ -15,6 +15,7 @@
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
+namespace ethtool_collector_test {
 namespace {
 
 using ethtool_test::ExportedLines;
@@ -502,4 +503,5 @@ TEST(EthtoolStatsSourceTest, TrimsKernelNames) {
 }
 
 }  // namespace
+}  // namespace ethtool_collector_test
 }  // namespace fabricscope

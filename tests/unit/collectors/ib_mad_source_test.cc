@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace ib_mad_source_test {
 namespace {
 
 void Put(std::vector<uint8_t>& b, size_t off, int bytes, uint64_t v) {
@@ -453,4 +454,5 @@ TEST(UmadSmpTransportTest, RealSourceWithoutUmadIsUnimplemented) {
 }
 
 }  // namespace
+}  // namespace ib_mad_source_test
 }  // namespace fabricscope

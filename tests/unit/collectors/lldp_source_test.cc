@@ -46,6 +46,7 @@
 #include "tests/unit/collectors/net_env.h"
 
 namespace fabricscope {
+namespace lldp_source_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -408,4 +409,5 @@ TEST(LldpSourceVethTest, PartnerAppearsChangesFollowsRestartsAndGoes) {
 }
 
 }  // namespace
+}  // namespace lldp_source_test
 }  // namespace fabricscope

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 
 namespace fabricscope {
+namespace pci_topology_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -665,4 +666,5 @@ TEST(HwlocDiscovery, ThisHost) {
 }
 
 }  // namespace
+}  // namespace pci_topology_test
 }  // namespace fabricscope

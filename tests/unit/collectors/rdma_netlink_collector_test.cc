@@ -31,6 +31,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace rdma_netlink_collector_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -672,4 +673,5 @@ TEST_F(RdmaNetlinkTest, GoldenMetrics) {
 }
 
 }  // namespace
+}  // namespace rdma_netlink_collector_test
 }  // namespace fabricscope

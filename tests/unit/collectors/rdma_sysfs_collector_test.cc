@@ -23,6 +23,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace rdma_sysfs_collector_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -641,4 +642,5 @@ TEST_F(RdmaSysfsVendorTest, AllOnesIsBlindNotData) {
 }
 
 }  // namespace
+}  // namespace rdma_sysfs_collector_test
 }  // namespace fabricscope

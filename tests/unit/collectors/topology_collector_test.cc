@@ -13,6 +13,7 @@
 #include "tests/unit/collectors/ethtool_test_util.h"
 
 namespace fabricscope {
+namespace topology_collector_test {
 namespace {
 
 using ethtool_test::RecordingContext;
@@ -295,4 +296,5 @@ TEST_F(TopologyCollectorTest, TopologyFileSourceReloadsOnChange) {
 }
 
 }  // namespace
+}  // namespace topology_collector_test
 }  // namespace fabricscope

@@ -21,6 +21,7 @@
 #include "prometheus/text_serializer.h"
 
 namespace fabricscope {
+namespace exposition_test {
 namespace {
 
 using prometheus::ClientMetric;
@@ -380,4 +381,5 @@ TEST(RenderScrapeTest, BodyWriterRunsOnlyForAServableFormat) {
 }
 
 }  // namespace
+}  // namespace exposition_test
 }  // namespace fabricscope

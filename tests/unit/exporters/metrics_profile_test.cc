@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace metrics_profile_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -181,4 +182,5 @@ TEST(MetricsProfileTest, FleetKeepsWhatTheShippedRulesAndDashboardRead) {
 }
 
 }  // namespace
+}  // namespace metrics_profile_test
 }  // namespace fabricscope

@@ -37,6 +37,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace prometheus_exporter_golden_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -290,4 +291,5 @@ TEST(PrometheusExporterGoldenTest, StreamedEqualsRenderedFamilies) {
 }
 
 }  // namespace
+}  // namespace prometheus_exporter_golden_test
 }  // namespace fabricscope

@@ -5,6 +5,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace aggregates_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -166,4 +167,5 @@ TEST(BurstFloorTest, TableAndDefault) {
 }
 
 }  // namespace
+}  // namespace aggregates_test
 }  // namespace fabricscope

@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace store_budget_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -126,4 +127,5 @@ TEST(StoreBudgetTest, TinyBudgetRejectsSeriesInsteadOfGrowing) {
 }
 
 }  // namespace
+}  // namespace store_budget_test
 }  // namespace fabricscope

@@ -7,6 +7,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace store_concurrency_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -159,4 +160,5 @@ TEST(StoreConcurrencyTest, TickColumnsWithConcurrentReaders) {
 }
 
 }  // namespace
+}  // namespace store_concurrency_test
 }  // namespace fabricscope

@@ -12,6 +12,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace time_column_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -336,4 +337,5 @@ TEST(StoreTickTest, ConcurrentRestoreChunksAccountSharedBlocksOnce) {
 }
 
 }  // namespace
+}  // namespace time_column_test
 }  // namespace fabricscope

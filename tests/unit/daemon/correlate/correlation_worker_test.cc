@@ -10,6 +10,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace correlation_worker_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -184,4 +185,5 @@ TEST_F(WorkerTest, ThreadRunsAndStops) {
 }
 
 }  // namespace
+}  // namespace correlation_worker_test
 }  // namespace fabricscope

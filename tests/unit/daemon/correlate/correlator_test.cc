@@ -9,6 +9,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace correlator_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -838,4 +839,5 @@ TEST_F(BlindTest, NotPolledVanishedAndRetention) {
 }
 
 }  // namespace
+}  // namespace correlator_test
 }  // namespace fabricscope

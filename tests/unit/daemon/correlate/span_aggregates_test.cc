@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace span_aggregates_test {
 namespace {
 
 constexpr int64_t kSec = 1'000'000'000;
@@ -136,4 +137,5 @@ TEST(SpanAggregatesExemplarTest, WrittenInOpenMetricsOnly) {
 }
 
 }  // namespace
+}  // namespace span_aggregates_test
 }  // namespace fabricscope

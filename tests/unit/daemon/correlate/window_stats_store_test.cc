@@ -14,6 +14,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace window_stats_store_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -336,4 +337,5 @@ TEST(WindowStatsStoreTest, ConcurrentScansAgreeOnEveryChunksSummary) {
 }
 
 }  // namespace
+}  // namespace window_stats_store_test
 }  // namespace fabricscope

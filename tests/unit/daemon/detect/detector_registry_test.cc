@@ -19,6 +19,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace detector_registry_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -189,4 +190,5 @@ TEST_F(DetectorPluginTest, ConcurrentAppendsReachTheDetectorOnceEach) {
 }
 
 }  // namespace
+}  // namespace detector_registry_test
 }  // namespace fabricscope

@@ -16,6 +16,7 @@
 #include "store/port_inventory.h"
 
 namespace fabricscope {
+namespace detectors_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -611,9 +612,11 @@ TEST_F(DetectorsTest, ConcurrentAppendersAndReaders) {
 }
 
 }  // namespace
+}  // namespace detectors_test
 }  // namespace fabricscope
 
 namespace fabricscope {
+namespace detectors_test {
 namespace {
 
 // --- Episodes (issue #16): one port's events of one cause are one episode ---
@@ -878,4 +881,5 @@ TEST_F(DetectorsTest, DropsWithEcnDisabledAreNotMarkingTooLate) {
 }
 
 }  // namespace
+}  // namespace detectors_test
 }  // namespace fabricscope

@@ -36,6 +36,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace vendor_detectors_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -367,4 +368,5 @@ INSTANTIATE_TEST_SUITE_P(Vendors, IceStormTest, ::testing::Values(&kIce),
                          });
 
 }  // namespace
+}  // namespace vendor_detectors_test
 }  // namespace fabricscope

@@ -3,6 +3,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace span_convert_test {
 namespace {
 
 namespace otlp_common = opentelemetry::proto::common::v1;
@@ -367,4 +368,5 @@ TEST_F(SpanConvertTest, OtlpRejections) {
 }
 
 }  // namespace
+}  // namespace span_convert_test
 }  // namespace fabricscope

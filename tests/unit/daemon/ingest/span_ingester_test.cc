@@ -3,6 +3,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace span_ingester_test {
 namespace {
 
 namespace otlp_collector = opentelemetry::proto::collector::trace::v1;
@@ -196,4 +197,5 @@ TEST_F(SpanIngesterTest, ReportedRejectionsAreBounded) {
 }
 
 }  // namespace
+}  // namespace span_ingester_test
 }  // namespace fabricscope

@@ -3,6 +3,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace span_validation_test {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000'000'000;
@@ -84,4 +85,5 @@ TEST(SpanValidationTest, ReasonNamesAreMetricLabels) {
 }
 
 }  // namespace
+}  // namespace span_validation_test
 }  // namespace fabricscope

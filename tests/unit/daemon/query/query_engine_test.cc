@@ -11,6 +11,7 @@
 #include "tests/unit/daemon/query/query_test_world.h"
 
 namespace fabricscope {
+namespace query_engine_test {
 namespace {
 
 using query_test::Bytes;
@@ -549,4 +550,5 @@ TEST_F(QueryEngineTest, SeriesAndEventsSayHowManyTheLimitLeftOut) {
 }
 
 }  // namespace
+}  // namespace query_engine_test
 }  // namespace fabricscope

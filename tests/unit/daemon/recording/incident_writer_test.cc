@@ -30,6 +30,7 @@
 #include "store/store.h"
 
 namespace fabricscope {
+namespace incident_writer_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -463,4 +464,5 @@ TEST(IncidentConfigTest, FlagsAndDefaults) {
 }
 
 }  // namespace
+}  // namespace incident_writer_test
 }  // namespace fabricscope

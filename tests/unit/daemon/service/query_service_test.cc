@@ -8,6 +8,7 @@
 #include "tests/unit/daemon/query/query_test_world.h"
 
 namespace fabricscope {
+namespace query_service_test {
 namespace {
 
 using query_test::Bytes;
@@ -390,4 +391,5 @@ TEST_F(QueryServiceTest, OverGrpcPartnersAndGpuScope) {
 }
 
 }  // namespace
+}  // namespace query_service_test
 }  // namespace fabricscope

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace span_store_test {
 namespace {
 
 constexpr int64_t kNow = 1'700'000'000'000'000'000;
@@ -213,4 +214,5 @@ TEST(SpanStoreTest, ConcurrentWritersAndReaders) {
 }
 
 }  // namespace
+}  // namespace span_store_test
 }  // namespace fabricscope

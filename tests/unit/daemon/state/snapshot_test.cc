@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace snapshot_test {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -448,4 +449,5 @@ TEST_F(SnapshotTest, ARestoredChunkThatDoesNotDecodeIsDroppedAndCounted) {
 }
 
 }  // namespace
+}  // namespace snapshot_test
 }  // namespace fabricscope

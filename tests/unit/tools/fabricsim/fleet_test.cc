@@ -19,6 +19,7 @@
 #include "tools/fabricsim/fleet_scenario.h"
 
 namespace fabricsim {
+namespace fleet_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -280,4 +281,5 @@ TEST(FleetRun, SameSeedSameBytesDifferentSeedDiffers) {
 }
 
 }  // namespace
+}  // namespace fleet_test
 }  // namespace fabricsim
