@@ -666,41 +666,54 @@ uint64_t Store::SealedChunkBytes(size_t used) {
          RoundUp16(std::max<size_t>(used, 1)) + sizeof(Series::SeekEntry);
 }
 
-void Store::PushSeekLocked(Series* s, const Chunk* c) {
-  s->seek.push_back(
-      {s->seek.empty() ? c->h.max_ts : std::max(s->seek.back().max_ts_so_far, c->h.max_ts),
-       c->h.min_ts, c});
-}
-
-bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
-                       std::shared_ptr<TimeBlock> block, uint64_t serial) {
-  const uint64_t accounted = SealedChunkBytes(used);
-  if (!Reserve(accounted)) return false;
+std::shared_ptr<Store::Chunk> Store::NewSealedChunk(const ChunkHeader& h, const uint8_t* data,
+                                                    size_t used, std::shared_ptr<TimeBlock> block,
+                                                    uint64_t serial) {
   auto c = std::make_shared<Chunk>();
   c->h = h;
   c->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
   if (used > 0) std::memcpy(c->data.get(), data, used);
-  c->accounted = accounted;
+  c->accounted = SealedChunkBytes(used);
   c->block = std::move(block);
   c->serial = serial != 0 ? serial : NewChunkSerial();
+  return c;
+}
+
+void Store::LinkChain(Series* s, std::shared_ptr<Chunk> first, Chunk* last, uint64_t n,
+                      uint64_t samples) {
+  const int64_t first_min_ts = first->h.min_ts;
   bool was_empty;
   {
     std::lock_guard lock(s->mu);
     was_empty = s->oldest == nullptr;
+    const Chunk* k = first.get();
     if (was_empty) {
-      s->oldest = c;
+      s->oldest = std::move(first);
     } else {
-      s->newest->next = c;
+      s->newest->next = std::move(first);
     }
-    s->newest = c.get();
-    PushSeekLocked(s, c.get());
-    ++s->sealed_chunks;
-    s->sealed_samples += c->h.count;
+    s->newest = last;
+    // The seek list: each entry keeps the running max of max_ts.
+    for (; k != nullptr; k = k->next.get()) {
+      s->seek.push_back(
+          {s->seek.empty() ? k->h.max_ts : std::max(s->seek.back().max_ts_so_far, k->h.max_ts),
+           k->h.min_ts, k});
+    }
+    s->sealed_chunks += n;
+    s->sealed_samples += samples;
   }
   if (was_empty) {
     std::lock_guard lock(evict_mu_);
-    PushHeapLocked({c->h.min_ts, s});
+    PushHeapLocked({first_min_ts, s});
   }
+}
+
+bool Store::LinkSealed(Series* s, const ChunkHeader& h, const uint8_t* data, size_t used,
+                       std::shared_ptr<TimeBlock> block, uint64_t serial) {
+  if (!Reserve(SealedChunkBytes(used))) return false;
+  std::shared_ptr<Chunk> c = NewSealedChunk(h, data, used, std::move(block), serial);
+  Chunk* raw = c.get();
+  LinkChain(s, std::move(c), raw, 1, h.count);
   return true;
 }
 
@@ -1253,14 +1266,8 @@ bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
   uint64_t samples = 0;
   for (const RestoredChunk& c : chunks) {
     if (c.header.count == 0) continue;
-    const size_t used = ChunkWriter::ByteSize(c.header);
-    auto k = std::make_shared<Chunk>();
-    k->h = c.header;
-    k->data.reset(new uint8_t[std::max<size_t>(used, 1)]);
-    if (used > 0) std::memcpy(k->data.get(), c.data, used);
-    k->accounted = SealedChunkBytes(used);
-    k->block = c.block;
-    k->serial = NewChunkSerial();
+    std::shared_ptr<Chunk> k =
+        NewSealedChunk(c.header, c.data, ChunkWriter::ByteSize(c.header), c.block, 0);
     Chunk* raw = k.get();
     if (last == nullptr) {
       first = std::move(k);
@@ -1271,25 +1278,7 @@ bool Store::LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks) {
     ++n;
     samples += c.header.count;
   }
-  if (first == nullptr) return true;
-  bool was_empty;
-  {
-    std::lock_guard lock(s->mu);
-    was_empty = s->oldest == nullptr;
-    if (was_empty) {
-      s->oldest = first;
-    } else {
-      s->newest->next = first;
-    }
-    s->newest = last;
-    for (const Chunk* k = first.get(); k != nullptr; k = k->next.get()) PushSeekLocked(s, k);
-    s->sealed_chunks += n;
-    s->sealed_samples += samples;
-  }
-  if (was_empty) {
-    std::lock_guard lock(evict_mu_);
-    PushHeapLocked({first->h.min_ts, s});
-  }
+  if (first != nullptr) LinkChain(s, std::move(first), last, n, samples);
   return true;
 }
 

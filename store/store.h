@@ -420,8 +420,16 @@ class Store {
   bool LinkRestoredRun(Series* s, absl::Span<const RestoredChunk> chunks);
   // The bytes a sealed chunk of `used` stream bytes is accounted.
   static uint64_t SealedChunkBytes(size_t used);
-  // Appends `c` (just linked as the newest chunk) to the series' seek list.
-  static void PushSeekLocked(Series* s, const Chunk* c);
+  // A sealed chunk not linked yet: a copy of `used` bytes of `data`,
+  // accounted SealedChunkBytes(used), holding `block`; `serial` as LinkSealed.
+  static std::shared_ptr<Chunk> NewSealedChunk(const ChunkHeader& h, const uint8_t* data,
+                                               size_t used, std::shared_ptr<TimeBlock> block,
+                                               uint64_t serial);
+  // Links the run first..last (n chunks chained by `next`, `samples` in all;
+  // their bytes already reserved) after the series' newest sealed chunk, with
+  // their seek entries; a series that held none enters the eviction heap.
+  void LinkChain(Series* s, std::shared_ptr<Chunk> first, Chunk* last, uint64_t n,
+                 uint64_t samples);
   void DropBlockRefLocked(TimeBlock* block);  // evict_mu_ held
   bool View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) const;
   void MarkCorrupt(const Chunk* chunk) const;
