@@ -108,6 +108,11 @@ struct ChunkCheckpoint {
 // the stream is corrupt there (what was appended before stays appended).
 bool DecodeChunkFrom(const ChunkHeader& h, const uint8_t* data, ChunkCheckpoint* cp, uint32_t n,
                      std::vector<Sample>* out);
+// The same into a caller's buffer `out`, which has room for
+// min(n, h.count - cp->index) samples: returns how many were written; *ok
+// false when the stream is corrupt there (those written stay written).
+uint32_t DecodeChunkInto(const ChunkHeader& h, const uint8_t* data, ChunkCheckpoint* cp, uint32_t n,
+                         Sample* out, bool* ok);
 
 class TimeBlock;
 

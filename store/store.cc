@@ -67,11 +67,17 @@ struct TickCache {
   }
 };
 
+// The timestamps of `block`'s ticks, at least up to tick `last_tick`
+// (this thread's TickCache; valid until its next call).
+const std::vector<int64_t>& TickTimes(const TimeBlock* block, int64_t last_tick) {
+  thread_local TickCache cache;
+  return cache.For(block, last_tick);
+}
+
 // Replaces the tick indexes of out[start..] by their blocks' timestamps;
 // false when one names a tick the block does not hold.
 bool MapTicks(const TimeBlock* block, int64_t last_tick, std::vector<Sample>* out, size_t start) {
-  thread_local TickCache cache;
-  const std::vector<int64_t>& ts = cache.For(block, last_tick);
+  const std::vector<int64_t>& ts = TickTimes(block, last_tick);
   const uint64_t n = ts.size();
   for (size_t i = start; i < out->size(); ++i) {
     const uint64_t idx = static_cast<uint64_t>((*out)[i].ts_ns - block->first_tick);
@@ -973,6 +979,44 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
   // through its seek index (SegmentCache): each segment that overlaps the
   // range is planned like a chunk of its own. False when the chunk is
   // corrupt (counted).
+  // The samples of one segment (header `sh`) from its checkpoint, decoded in
+  // batches into `buf` with their real timestamps and handed over as far as
+  // they are in the range; once the scanner is satisfied (the samples after
+  // those matter only through the last one), the rest of the segment is
+  // offered again through PlanChunk and not decoded when it plans kSkip.
+  // False when the chunk is corrupt (not counted here).
+  constexpr uint32_t kBatch = 16;
+  Sample buf[kBatch];
+  auto stream = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                    ChunkCheckpoint cp, const ChunkHeader& sh) {
+    // Ticks only grow within a chunk: the block's timestamps up to the
+    // chunk's last tick cover every sample.
+    const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
+    uint32_t left = sh.count;
+    bool offered = false;
+    while (left > 0) {
+      bool ok = true;
+      const uint32_t got = DecodeChunkInto(h, data, &cp, std::min(left, kBatch), buf, &ok);
+      if (!ok || got == 0) return false;
+      left -= got;
+      uint32_t m = 0;
+      for (uint32_t i = 0; i < got; ++i) {
+        int64_t ts = buf[i].ts_ns;
+        if (ticks != nullptr) {
+          const uint64_t k = static_cast<uint64_t>(ts - block->first_tick);
+          if (k >= ticks->size()) return false;
+          ts = (*ticks)[k];
+        }
+        if (ts >= from_ns && ts <= to_ns) buf[m++] = Sample{ts, buf[i].value};
+      }
+      if (m > 0) scanner->OnSamples(absl::MakeConstSpan(buf, m));
+      if (left > 0 && !offered && scanner->Satisfied()) {
+        if (scanner->PlanChunk(sh) == RangeScanner::Plan::kSkip) return true;
+        offered = true;
+      }
+    }
+    return true;
+  };
   thread_local SegmentCache cache;
   auto by_segments = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
                          const Chunk* chunk, uint64_t serial) {
@@ -990,14 +1034,10 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       const RangeScanner::Plan plan = scanner->PlanChunk(sh);
       if (plan == RangeScanner::Plan::kSkip) continue;
       if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
-      ChunkCheckpoint cp = seg.start;
-      tmp.clear();
-      if (!DecodeChunkFrom(h, data, &cp, sh.count, &tmp) ||
-          (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
+      if (!stream(h, data, block, seg.start, sh)) {
         MarkCorrupt(chunk);
         return false;
       }
-      hand_over(sh);
     }
     if (rest.index >= h.count) return true;
     ChunkCheckpoint cp = rest;

@@ -179,6 +179,12 @@ class RangeScanner {
   // The samples of one decoded chunk with from_ns <= ts_ns <= to_ns, in
   // append order (real timestamps).
   virtual void OnSamples(absl::Span<const Sample> samples) = 0;
+  // Whether the samples after those handed over so far matter only through
+  // the last one in the range. The store may then stop decoding a segment
+  // midway and offer the rest of it through PlanChunk again (with the
+  // segment's header: its last sample is the rest's); it decodes the rest
+  // unless that plans kSkip. Default: never.
+  virtual bool Satisfied() const { return false; }
 };
 
 // One appended sample, as the store judged it (Store::SetObserver).

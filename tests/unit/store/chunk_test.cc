@@ -279,3 +279,70 @@ TEST(ChunkTest, CheckpointsResumeAnywhereWhileTheChunkGrows) {
 
 }  // namespace
 }  // namespace fabricscope
+
+namespace fabricscope {
+namespace {
+
+// The decoder reads most codes from one 8-byte load and the rest bit by bit
+// (64-bit fields, the stream's last bytes): every pair of a time code class
+// and a value code class, at every bit alignment, decodes alike whole, from
+// checkpoints into a caller's buffer in small batches, and truncated.
+TEST(ChunkTest, EveryCodeClassAtEveryAlignmentDecodes) {
+  // Zig-zagged magnitudes just inside each class (t: 0, 8, 20, 32, 64 bits;
+  // value: 0, 6, 14, 24, 40, 64 bits).
+  const int64_t dods[] = {0, 100, -100, 500'000, -500'000, 2'000'000'000LL, INT64_MAX / 4};
+  const uint64_t vds[] = {0, 20, 8'000, 8'000'000, 500'000'000'000ULL, UINT64_MAX / 3};
+  std::mt19937_64 rng(11);
+  std::vector<Sample> in;
+  int64_t t = 1'000;
+  int64_t step = 10;
+  uint64_t v = 5;
+  for (int round = 0; round < 40; ++round) {
+    for (int64_t dod : dods) {
+      for (uint64_t vd : vds) {
+        step += dod;
+        t += step;
+        v += vd;
+        in.push_back({t, v});
+        // A run now and then, of a length of each run code class.
+        if (rng() % 5 == 0) {
+          const int len = static_cast<int>(rng() % 3 == 0 ? 1 + rng() % 300 : 1 + rng() % 17);
+          for (int k = 0; k < len; ++k) {
+            t += step;
+            in.push_back({t, v});
+          }
+        }
+      }
+    }
+    // The runs' random lengths vary the bit alignment of the codes.
+    step += 1;
+  }
+  ExpectRoundTrip(in);
+  const EncodedChunk c = EncodeChunk(in);
+  ChunkCheckpoint cp;
+  std::vector<Sample> batch(16);
+  std::vector<Sample> got;
+  while (cp.index < c.header.count) {
+    const uint32_t n = 1 + static_cast<uint32_t>(rng() % 16);
+    bool ok = false;
+    const uint32_t w = DecodeChunkInto(c.header, c.data.data(), &cp, n, batch.data(), &ok);
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(w, std::min<uint32_t>(n, c.header.count - (cp.index - w)));
+    got.insert(got.end(), batch.begin(), batch.begin() + w);
+  }
+  ASSERT_EQ(got, in);
+  // A stream cut short is corrupt: fewer samples, never a wrong one, and no
+  // read past the bytes the shortened header names.
+  for (uint32_t cut = 1; cut < 400 && cut < c.header.bits; cut += 7) {
+    ChunkHeader h = c.header;
+    h.bits -= cut;
+    std::vector<uint8_t> bytes(c.data.begin(), c.data.begin() + ChunkWriter::ByteSize(h));
+    std::vector<Sample> out;
+    DecodeChunk(h, bytes.data(), &out);
+    ASSERT_LT(out.size(), in.size());
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "cut " << cut;
+  }
+}
+
+}  // namespace
+}  // namespace fabricscope
