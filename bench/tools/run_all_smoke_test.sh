@@ -52,12 +52,15 @@ for p in ["sweep.ne_sched_s_per_scrape", "steady.rss_mib", "steady.ticks_hot",
     num(p, positive=True)
 if r.get("sweep", {}).get("counter_files") != 16 * 49:
     bad.append("sweep.counter_files = %r, want 784" % r.get("sweep", {}).get("counter_files"))
+# The hot tier's files: the 12 default hot counters of each of the 16 ports.
+if r.get("steady", {}).get("hot_files") != 16 * 12:
+    bad.append("steady.hot_files = %r, want 192" % r.get("steady", {}).get("hot_files"))
 if bad:
     print("\n".join(bad)); sys.exit(1)
 PY
 
 # The printed table has a row for every part.
-for row in '| 1 |' '| 1c |' '| 2 |' '| 2b |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 4d |' '| 5 |' '| 5b |' '| 6 |'; do
+for row in '| 1 |' '| 1c |' '| 1d |' '| 2 |' '| 2b |' '| 2c |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 4d |' '| 5 |' '| 5b |' '| 6 |'; do
   grep -qF "$row" "$WORK/out" || fail "table row '$row' missing"
 done
 grep -q 'Load average' "$WORK/out" || fail "load average not printed"
