@@ -19,7 +19,10 @@
 // (what the store did before time columns, and what a sample outside a tick
 // still costs).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -152,6 +155,78 @@ void BM_Append(benchmark::State& state) {
       static_cast<double>(n), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Append)->Arg(kRealistic)->Arg(kConstant)->ArgNames({"constant"});
+
+// One tick of a sweep as the daemon runs it: 28 x 28 = 784 series (a full
+// rdma_sysfs sweep), realistic movement, appended after the caches were
+// flushed of the store's data (a 16 MiB buffer written between ticks, not
+// counted: in the daemon the tick's preads and the sleep between ticks do
+// that). Two stores fed the same readings, alternately in each iteration:
+// one Store::Append(id, tick, raw) per reading (`single_ns`), and the tick's
+// readings in one Store::Append(tick, readings) call, which prefetches the
+// series ahead (`batch_ns`, what the scheduler does). Reported: the medians
+// over the iterations of each side's thread CPU time per sample (paired and
+// medians, so that other load on the machine affects both sides alike).
+void BM_AppendTickCold(benchmark::State& state) {
+  StoreOptions o;
+  o.memory_bytes = 64ull << 20;
+  Store single(o);
+  Store batched(o);
+  Replay rs = Setup(&single, 28);
+  Replay rb = Setup(&batched, 28);
+  std::mt19937_64 rng(42);
+  int64_t ts = 1'700'000'000'000'000'000;
+  const int kTicks = 64;
+  std::vector<std::vector<uint64_t>> inc(kTicks, std::vector<uint64_t>(rs.ids.size()));
+  for (int t = 0; t < kTicks; ++t) {
+    for (size_t i = 0; i < rs.ids.size(); ++i) inc[t][i] = Increment(rng, rs.mean_per_tick[i]);
+  }
+  std::vector<SeriesReading> readings(rb.ids.size());
+  std::vector<uint8_t> flush(16u << 20);
+  TickColumn* col_s = single.AddTickColumn(absl::Nanoseconds(kTickNs));
+  TickColumn* col_b = batched.AddTickColumn(absl::Nanoseconds(kTickNs));
+  auto thread_ns = [] {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+  };
+  uint8_t fill = 0;
+  auto flush_caches = [&] {
+    std::memset(flush.data(), ++fill, flush.size());
+    benchmark::ClobberMemory();
+  };
+  std::vector<double> single_ns, batch_ns;
+  int t = 0;
+  for (auto _ : state) {
+    ts += kTickNs;
+    const std::vector<uint64_t>& d = inc[t];
+    for (size_t i = 0; i < rb.ids.size(); ++i) readings[i] = {rb.ids[i], rb.values[i] += d[i]};
+    const bool batch_first = (t & 1) != 0;
+    for (int side = 0; side < 2; ++side) {
+      flush_caches();
+      const int64_t t0 = thread_ns();
+      if ((side == 0) == batch_first) {
+        const TickRef tick = batched.Tick(col_b, ts);
+        batched.Append(tick, readings);
+        batch_ns.push_back(static_cast<double>(thread_ns() - t0) / readings.size());
+      } else {
+        const TickRef tick = single.Tick(col_s, ts);
+        for (size_t i = 0; i < rs.ids.size(); ++i) {
+          single.Append(rs.ids[i], tick, rs.values[i] += d[i]);
+        }
+        single_ns.push_back(static_cast<double>(thread_ns() - t0) / rs.ids.size());
+      }
+    }
+    if (++t == kTicks) t = 0;
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["single_ns"] = median(single_ns);
+  state.counters["batch_ns"] = median(batch_ns);
+}
+BENCHMARK(BM_AppendTickCold)->Unit(benchmark::kMicrosecond);
 
 // Bytes per sample held, after 30 minutes of 10 ms polling (180k samples per
 // series, no eviction).

@@ -133,14 +133,33 @@ class GeneratedTree {
   size_t counter_files_ = 0;
 };
 
+// The scheduler's TickContext in miniature: with a store and a tick, the
+// collector's readings go to Store::Append(tick, readings) in one call
+// (`batch`, what the scheduler does) or one Store::Append(id, tick, raw) per
+// reading (the path before the batch call).
 class BenchPollContext final : public PollContext {
  public:
-  BenchPollContext(Store* store, Tier tier, int64_t ts) : store_(store), tier_(tier), ts_(ts) {}
+  BenchPollContext(Store* store, Tier tier, int64_t ts, const TickRef* tick = nullptr,
+                   bool batch = true)
+      : store_(store), tier_(tier), ts_(ts), tick_(tick), batch_(batch) {}
   Tier tier() const override { return tier_; }
   int64_t ts_ns() const override { return ts_; }
   void Append(SeriesId id, uint64_t raw) override {
     ++appends;
-    if (store_ != nullptr) store_->Append(id, ts_, raw);
+    if (store_ == nullptr) return;
+    if (tick_ != nullptr) {
+      store_->Append(id, *tick_, raw);
+    } else {
+      store_->Append(id, ts_, raw);
+    }
+  }
+  void AppendReadings(absl::Span<const SeriesReading> readings) override {
+    if (store_ == nullptr || tick_ == nullptr || !batch_) {
+      PollContext::AppendReadings(readings);
+      return;
+    }
+    appends += readings.size();
+    store_->Append(*tick_, readings);
   }
   void RecordError(CollectorErrorCode, absl::string_view, absl::string_view) override { ++errors; }
   uint64_t appends = 0;
@@ -150,9 +169,13 @@ class BenchPollContext final : public PollContext {
   Store* store_;
   Tier tier_;
   int64_t ts_;
+  const TickRef* tick_;
+  bool batch_;
 };
 
-// range(0): 1 = append into the store (the real path), 0 = discard samples.
+// range(0): 0 = samples discarded (collector cost alone); 1 = appended to the
+// store as the scheduler does (one Store::Tick per tier, the tick's readings
+// in one Store::Append call); 2 = the same with one Store::Append per reading.
 void BM_FullSweep(benchmark::State& state) {
   const GeneratedTree& tree = GeneratedTree::Get();
   CollectorOptions config;
@@ -163,6 +186,9 @@ void BM_FullSweep(benchmark::State& state) {
   MetricsRegistry metrics;
   RdmaSysfsCollector collector(CollectorContext{&config, &store, &ports, &clock, &metrics});
   Store* sink = state.range(0) != 0 ? &store : nullptr;
+  const bool batch = state.range(0) != 2;
+  TickColumn* columns[kNumTiers];
+  for (TickColumn*& c : columns) c = store.AddTickColumn(absl::Milliseconds(10));
   int64_t ts = 1'700'000'000'000'000'000;
   {
     BenchPollContext ctx(sink, Tier::kConfig, ts);
@@ -173,7 +199,8 @@ void BM_FullSweep(benchmark::State& state) {
   for (auto _ : state) {
     ts += 10'000'000;
     for (Tier t : {Tier::kHot, Tier::kMedium, Tier::kSlow}) {
-      BenchPollContext ctx(sink, t, ts);
+      const TickRef tick = store.Tick(columns[static_cast<int>(t)], ts);
+      BenchPollContext ctx(sink, t, ts, &tick, batch);
       (void)collector.Poll(ctx);
       reads += ctx.appends;
       errors += ctx.errors;
@@ -184,7 +211,7 @@ void BM_FullSweep(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(reads));
   state.counters["reads_per_sweep"] = static_cast<double>(tree.counter_files());
 }
-BENCHMARK(BM_FullSweep)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FullSweep)->ArgName("store")->Arg(1)->Arg(2)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 // The hot tier alone (12 congestion counters x 16 ports), what runs every 10 ms.
 void BM_HotTier(benchmark::State& state) {
@@ -199,9 +226,12 @@ void BM_HotTier(benchmark::State& state) {
   int64_t ts = 1'700'000'000'000'000'000;
   BenchPollContext discover(&store, Tier::kConfig, ts);
   (void)collector.Discover(discover);
+  TickColumn* column = store.AddTickColumn(absl::Milliseconds(10));
   uint64_t reads = 0;
   for (auto _ : state) {
-    BenchPollContext ctx(&store, Tier::kHot, ts += 10'000'000);
+    ts += 10'000'000;
+    const TickRef tick = store.Tick(column, ts);
+    BenchPollContext ctx(&store, Tier::kHot, ts, &tick);
     (void)collector.Poll(ctx);
     reads += ctx.appends;
   }

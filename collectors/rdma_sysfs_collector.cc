@@ -165,7 +165,7 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
                   f.spec->path);
         continue;
       }
-      ts.readings.emplace_back(f.id, *v);
+      ts.readings.push_back({f.id, *v});
       continue;
     }
     const CollectorErrorCode code = CollectorErrorCodeOf(v.status());
@@ -195,7 +195,7 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         break;
     }
   }
-  for (const auto& [id, raw] : ts.readings) ctx.Append(id, raw);
+  ctx.AppendReadings(ts.readings);
 }
 
 void RdmaSysfsCollector::CloseDevice(TierState& ts, uint32_t device) {

@@ -179,7 +179,7 @@ class RdmaSysfsCollector final : public Collector {
     std::vector<TierFile> files;
     // The tick's readings, appended to the store after every file was read
     // (PollTier): capacity kept across ticks, nothing allocated per tick.
-    std::vector<std::pair<SeriesId, uint64_t>> readings;
+    std::vector<SeriesReading> readings;
   };
 
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);

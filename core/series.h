@@ -52,6 +52,14 @@ struct SeriesKey {
   }
 };
 
+// One raw reading of one series: a collector hands the readings of one tick
+// to the store in one call (PollContext::AppendReadings, Store::Append with a
+// span), which lets the store fetch the state of the series ahead of use.
+struct SeriesReading {
+  SeriesId id = kInvalidSeries;
+  uint64_t raw = 0;
+};
+
 struct Sample {
   int64_t ts_ns = 0;   // unix time, nanoseconds
   uint64_t value = 0;  // raw value as read

@@ -68,6 +68,13 @@ class Scheduler::TickContext final : public PollContext {
       s_->store_->Append(id, ts_ns_, raw);
     }
   }
+  void AppendReadings(absl::Span<const SeriesReading> readings) override {
+    if (tick_ != nullptr) {
+      s_->store_->Append(*tick_, readings);
+    } else {
+      for (const SeriesReading& r : readings) s_->store_->Append(r.id, ts_ns_, r.raw);
+    }
+  }
   // Poll/Discover returned `status`: counted as kPoll whatever its code.
   void PollFailed(absl::string_view key, const absl::Status& status) {
     RecordError(CollectorErrorCode::kPoll, key, status.ToString());

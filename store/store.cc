@@ -781,6 +781,69 @@ void Store::Append(SeriesId id, const TickRef& tick, uint64_t raw) {
   }
 }
 
+namespace {
+
+// Prefetches, for writing, the cache lines of [begin, end).
+inline void PrefetchForWrite(const void* begin, const void* end) {
+  constexpr uintptr_t kLine = 64;
+  for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~(kLine - 1);
+       p < reinterpret_cast<uintptr_t>(end); p += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(p), 1, 3);
+  }
+}
+
+}  // namespace
+
+void Store::PrefetchSeries(const Series* s) {
+  // What an append reads and writes of the series itself: the signal (scale,
+  // family), the lock, the counter tracker, the derived state and the head.
+  PrefetchForWrite(&s->signal, &s->oldest);
+}
+
+void Store::PrefetchAppendState(const Series* s) {
+  // The head chunk's write position and the aggregate windows.
+  const uint8_t* write = s->head_data.get() + ChunkWriter::ByteSize(s->head);
+  PrefetchForWrite(write, write + kMaxSampleBytes);
+  if (s->agg != nullptr) PrefetchForWrite(s->agg.get(), s->agg.get() + 1);
+}
+
+void Store::Append(const TickRef& tick, absl::Span<const SeriesReading> readings) {
+  // A software pipeline over the readings: the series of reading i + 2k is
+  // looked up and its own fields prefetched; those of reading i + k are in
+  // cache by then, so what they point to is prefetched; reading i is
+  // appended. k readings' appends cover one prefetch's latency.
+  constexpr size_t kAhead = 4;
+  constexpr size_t kRing = 2 * kAhead;
+  Series* ring[kRing] = {};
+  const size_t n = readings.size();
+  for (size_t j = 0; j < std::min(n, kRing); ++j) {
+    ring[j] = Lookup(readings[j].id);
+    if (ring[j] != nullptr) PrefetchSeries(ring[j]);
+  }
+  for (size_t j = 0; j < std::min(n, kAhead); ++j) {
+    if (ring[j] != nullptr) PrefetchAppendState(ring[j]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Series* s = ring[i % kRing];
+    if (i + kAhead < n) {
+      Series* next = ring[(i + kAhead) % kRing];
+      if (next != nullptr) PrefetchAppendState(next);
+    }
+    if (s != nullptr) {
+      if (tick.block == nullptr) {
+        AppendSample(readings[i].id, s, nullptr, tick.ts_ns, tick.ts_ns, readings[i].raw);
+      } else {
+        AppendSample(readings[i].id, s, tick.block, tick.tick, tick.ts_ns, readings[i].raw);
+      }
+    }
+    if (i + kRing < n) {
+      Series* far = Lookup(readings[i + kRing].id);
+      ring[i % kRing] = far;
+      if (far != nullptr) PrefetchSeries(far);
+    }
+  }
+}
+
 void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
                          int64_t ts_ns, uint64_t raw) {
   // Writer-owned head fields: read without the lock (see Series).

@@ -305,6 +305,11 @@ class Store {
   void Append(SeriesId id, int64_t ts_ns, uint64_t raw);
   // Appends one raw reading polled by `tick` (timestamp tick.ts_ns).
   void Append(SeriesId id, const TickRef& tick, uint64_t raw);
+  // Appends the readings of one tick, in order: exactly Append(r.id, tick,
+  // r.raw) for each, but the state of the series a few readings ahead is
+  // prefetched meanwhile (a tick's series are cold in the cache), so the
+  // cache misses of consecutive series overlap. Only the series' writer.
+  void Append(const TickRef& tick, absl::Span<const SeriesReading> readings);
 
   // Installs the observer of every Append (nullptr: none). Call before the
   // first Append; the observer must outlive the store's writers.
@@ -394,6 +399,10 @@ class Store {
     Series* series;
   };
   Series* Lookup(SeriesId id) const;
+  // Append(tick, readings)'s two prefetch stages: the series' own fields,
+  // then (those in cache) what they point to that an append touches.
+  static void PrefetchSeries(const Series* s);
+  static void PrefetchAppendState(const Series* s);
   // Accounts `bytes` against the budget, evicting the oldest chunks as needed;
   // false (nothing accounted) when even an empty store could not hold them.
   bool Reserve(uint64_t bytes);

@@ -3,9 +3,11 @@
 #include "store/time_column.h"
 
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -122,6 +124,127 @@ TEST(StoreTickTest, SeriesOfOneTickShareItsTimestamp) {
   EXPECT_EQ(d->first_ts_ns, times[10000]);
   EXPECT_EQ(d->last_ts_ns, times[15000]);
   EXPECT_EQ(store.Stats().samples, ra.size() + rb.size());
+}
+
+// Every AppendEvent an observer saw, flattened for comparison.
+class EventRecorder final : public AppendObserver {
+ public:
+  void OnAppend(const AppendEvent& e) override {
+    events.push_back({e.id, e.start_ns, e.end_ns, e.gauge, e.delta, e.rate, e.rate_valid, e.value,
+                      e.microburst});
+    EXPECT_NE(e.key, nullptr);
+    EXPECT_NE(e.signal, nullptr);
+  }
+  using Event = std::tuple<SeriesId, int64_t, int64_t, bool, double, double, bool, double, bool>;
+  std::vector<Event> events;
+};
+
+void ExpectSameStore(const Store& a, const Store& b, SeriesId n) {
+  for (SeriesId id = 0; id < n; ++id) {
+    SCOPED_TRACE(id);
+    const std::optional<SeriesSnapshot> x = a.Get(id);
+    const std::optional<SeriesSnapshot> y = b.Get(id);
+    ASSERT_TRUE(x.has_value() && y.has_value());
+    const SeriesState& p = x->state;
+    const SeriesState& q = y->state;
+    EXPECT_EQ(p.has_value, q.has_value);
+    EXPECT_EQ(p.last_ts_ns, q.last_ts_ns);
+    EXPECT_EQ(p.last_raw, q.last_raw);
+    EXPECT_EQ(p.total, q.total);
+    EXPECT_EQ(p.resets, q.resets);
+    EXPECT_EQ(p.saturated, q.saturated);
+    EXPECT_EQ(p.last_rate, q.last_rate);
+    EXPECT_EQ(p.rate_valid, q.rate_valid);
+    EXPECT_EQ(p.samples, q.samples);
+    EXPECT_EQ(p.peak_rate, q.peak_rate);
+    EXPECT_EQ(p.peak_valid, q.peak_valid);
+    EXPECT_EQ(p.microbursts, q.microbursts);
+    EXPECT_EQ(a.ReadRange(id, INT64_MIN, INT64_MAX), b.ReadRange(id, INT64_MIN, INT64_MAX));
+  }
+  const StoreStats sa = a.Stats();
+  const StoreStats sb = b.Stats();
+  EXPECT_EQ(sa.bytes, sb.bytes);
+  EXPECT_EQ(sa.samples, sb.samples);
+  EXPECT_EQ(sa.evicted_samples, sb.evicted_samples);
+  EXPECT_EQ(sa.chunks, sb.chunks);
+}
+
+// Store::Append(tick, readings) is exactly one Append(id, tick, raw) per
+// reading, in order: same samples, derived state (counter semantics: resets,
+// 32-bit wraps, saturation; peak and microburst windows), observer events,
+// chunks and budget (a small one: heads seal and the oldest chunks go), for
+// batches shorter and longer than its prefetch distance, series repeated
+// within a batch, ids the store does not know, and ticks without a block.
+TEST(StoreTickTest, BatchAppendIsExactlyOneAppendPerReading) {
+  StoreOptions o;
+  o.memory_bytes = 256 << 10;
+  Store one(o);
+  Store batch(o);
+  EventRecorder one_events;
+  EventRecorder batch_events;
+  one.SetObserver(&one_events);
+  batch.SetObserver(&batch_events);
+  std::vector<Signal> signals;
+  const char* const kNames[] = {"np_ecn_marked_roce_packets", "rx_write_requests", "out_of_buffer",
+                                "np_cnp_sent"};
+  for (const char* n : kNames) signals.push_back(*MapCounter({"hw_counters", n, "mlx5_0", 1, ""}));
+  Signal wrap = signals[0];
+  wrap.semantics = {CounterKind::kWrap32, 32};
+  Signal sat = signals[0];
+  sat.semantics = {CounterKind::kSaturating, 16};
+  Signal gauge = signals[0];
+  gauge.semantics = {CounterKind::kGauge, 64};
+  signals.push_back(wrap);
+  signals.push_back(sat);
+  signals.push_back(gauge);
+  constexpr SeriesId kSeries = 60;
+  std::vector<uint64_t> value(kSeries);
+  for (SeriesId i = 0; i < kSeries; ++i) {
+    const Signal& sig = signals[i % signals.size()];
+    SeriesKey key{"hw_counters", "c" + std::to_string(i), "mlx5_" + std::to_string(i), 1, ""};
+    ASSERT_EQ(one.Register(key, sig), i);
+    ASSERT_EQ(batch.Register(key, sig), i);
+  }
+  TickColumn* col_one = one.AddTickColumn(absl::Milliseconds(10));
+  TickColumn* col_batch = batch.AddTickColumn(absl::Milliseconds(10));
+  std::mt19937_64 rng(21);
+  int64_t ts = kT;
+  std::vector<SeriesReading> readings;
+  for (int tick = 0; tick < 4000; ++tick) {
+    ts += 10 * kMs + static_cast<int64_t>(rng() % 40'001) - 20'000;
+    readings.clear();
+    const size_t n = rng() % 3 == 0 ? rng() % 12 : rng() % 90;  // around the prefetch distance
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t pick = rng() % 100;
+      SeriesId id = static_cast<SeriesId>(rng() % kSeries);
+      if (pick == 0) id = kInvalidSeries;
+      if (pick == 1) id = kSeries + 5;  // not registered
+      uint64_t& v = value[id < kSeries ? id : 0];
+      const uint64_t move = rng() % 1000;
+      if (move == 0) {
+        v = rng() % 100;  // reset
+      } else if (move == 1) {
+        v = UINT32_MAX - rng() % 50;  // about to wrap a 32-bit counter
+      } else if (move == 2) {
+        v = 65535;  // a 16-bit saturating counter stuck
+      } else {
+        v += (rng() % 4 == 0) ? rng() % 1'000'000 : rng() % 10;
+      }
+      readings.push_back({id, v});
+    }
+    TickRef t_one = one.Tick(col_one, ts);
+    TickRef t_batch = batch.Tick(col_batch, ts);
+    if (tick % 97 == 5) {  // a tick the column could not record: own timestamps
+      t_one = {nullptr, t_one.tick, ts};
+      t_batch = {nullptr, t_batch.tick, ts};
+    }
+    for (const SeriesReading& r : readings) one.Append(r.id, t_one, r.raw);
+    batch.Append(t_batch, readings);
+  }
+  EXPECT_GT(one.Stats().evicted_samples, 0u);  // the budget was exercised
+  ExpectSameStore(one, batch, kSeries);
+  EXPECT_EQ(one_events.events, batch_events.events);
+  EXPECT_GT(one_events.events.size(), 100'000u);
 }
 
 TEST(StoreTickTest, OwnTimestampAppendsMixWithTicks) {
