@@ -2,7 +2,7 @@
 
 namespace fabricscope {
 
-CounterUpdate CounterTracker::Update(uint64_t raw) {
+CounterUpdate CounterTracker::UpdateSlow(uint64_t raw) {
   CounterUpdate u;
   if (sem_.kind == CounterKind::kGauge) {
     last_ = raw;

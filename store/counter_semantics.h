@@ -41,7 +41,19 @@ class CounterTracker {
  public:
   explicit CounterTracker(CounterSemantics sem) : sem_(sem) {}
 
-  CounterUpdate Update(uint64_t raw);
+  // The next raw reading. The common case, a counter that moved forward (or
+  // not at all) within its range, is inline; the rest in UpdateSlow.
+  CounterUpdate Update(uint64_t raw) {
+    if (has_value_ && raw >= last_ && sem_.kind != CounterKind::kGauge &&
+        (sem_.kind != CounterKind::kSaturating || raw < sem_.MaxValue()) &&
+        (sem_.kind != CounterKind::kWrap32 || raw <= UINT32_MAX)) {
+      const uint64_t prev = last_;
+      last_ = raw;
+      saturated_ = false;  // only a saturating counter ever sets it
+      return CounterUpdate{CounterEvent::kNormal, raw - prev, true};
+    }
+    return UpdateSlow(raw);
+  }
 
   bool saturated() const { return saturated_; }
   bool has_value() const { return has_value_; }
@@ -55,6 +67,8 @@ class CounterTracker {
   }
 
  private:
+  CounterUpdate UpdateSlow(uint64_t raw);
+
   CounterSemantics sem_;
   bool has_value_ = false;
   bool saturated_ = false;

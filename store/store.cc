@@ -158,12 +158,33 @@ struct Segment {
   ChunkSummary summary;  // summary.header: the segment's (real timestamps)
 };
 
-struct SegmentIndex {
-  uint64_t serial = 0;            // 0: empty slot
-  std::vector<Segment> segments;  // complete segments, oldest first
-  ChunkCheckpoint next;           // the first sample after them
-  int64_t next_ts = 0;            // ... its real timestamp (index > 0: the last one's)
+// The hot part of a segment's record, apart from the rest (checkpoint,
+// header, summary: 160 bytes) so that finding the segments that overlap a
+// range touches 32 bytes per segment, and only those before the first one
+// reaching the range and after the last one are found by binary search.
+struct SegmentBounds {
+  int64_t min_ts = 0;
+  int64_t max_ts = 0;
+  int64_t max_upto = 0;    // the largest max_ts of this segment and those before it
+  int64_t min_onward = 0;  // the smallest min_ts of this segment and those after it
 };
+
+struct SegmentIndex {
+  uint64_t serial = 0;                // 0: empty slot
+  std::vector<Segment> segments;      // complete segments, oldest first
+  std::vector<SegmentBounds> bounds;  // ... their bounds, alike
+  ChunkCheckpoint next;               // the first sample after them
+  int64_t next_ts = 0;                // ... its real timestamp (index > 0: the last one's)
+  // The header of the samples after the complete segments (real timestamps)
+  // while the chunk held `rest_count` samples (0: not known): a chunk's
+  // first n samples never change, so a scan that does not need them skips
+  // their decode.
+  ChunkHeader rest_header;
+  uint32_t rest_count = 0;
+};
+
+// Index bytes per segment, as accounted.
+constexpr int64_t kSegmentBytes = sizeof(Segment) + sizeof(SegmentBounds);
 
 // Per thread: direct-mapped by serial, bounded in bytes. A thread's cache
 // (its slot table and every slot's segments) is cleared whole, but for the
@@ -189,11 +210,13 @@ class SegmentCache {
     }
     SegmentIndex* e = &slots_[serial % kSlots];
     if (e->serial != serial) {
-      Add(-static_cast<int64_t>(e->segments.capacity() * sizeof(Segment)));
+      Add(-static_cast<int64_t>(e->segments.capacity()) * kSegmentBytes);
       std::vector<Segment>().swap(e->segments);
+      std::vector<SegmentBounds>().swap(e->bounds);
       e->serial = serial;
       e->next = ChunkCheckpoint{};
       e->next_ts = 0;
+      e->rest_count = 0;
     }
     return e;
   }
@@ -201,13 +224,14 @@ class SegmentCache {
   // this thread's cache or all threads' caches are over their bound.
   void Grew(SegmentIndex* keep, size_t old_capacity) {
     const int64_t process =
-        Add(static_cast<int64_t>((keep->segments.capacity() - old_capacity) * sizeof(Segment)));
+        Add(static_cast<int64_t>(keep->segments.capacity() - old_capacity) * kSegmentBytes);
     if (bytes_ <= kSegmentCacheBytes && process <= kProcessSegmentBytes) return;
     int64_t freed = 0;
     for (SegmentIndex& e : slots_) {
       if (&e == keep) continue;
-      freed += static_cast<int64_t>(e.segments.capacity() * sizeof(Segment));
+      freed += static_cast<int64_t>(e.segments.capacity()) * kSegmentBytes;
       std::vector<Segment>().swap(e.segments);
+      std::vector<SegmentBounds>().swap(e.bounds);
       e.serial = 0;
     }
     Add(-freed);
@@ -252,7 +276,9 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
   const uint32_t full = h.count / kSegmentSamples * kSegmentSamples;
   if (idx->next.index >= full && (!sealed || idx->next.index > 0)) return true;
   const size_t old_capacity = idx->segments.capacity();
+  const size_t old_size = idx->segments.size();
   idx->segments.reserve(full / kSegmentSamples);
+  idx->bounds.reserve(full / kSegmentSamples);
   while (idx->next.index < full) {
     Segment seg;
     seg.start = idx->next;
@@ -266,6 +292,17 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
     seg.summary.header = HeaderOf(*tmp);
     SummarizeSamples(sem, *tmp, &seg.summary);
     idx->segments.push_back(seg);
+    const ChunkHeader& sh = seg.summary.header;
+    const int64_t upto =
+        idx->bounds.empty() ? sh.max_ts : std::max(idx->bounds.back().max_upto, sh.max_ts);
+    idx->bounds.push_back({sh.min_ts, sh.max_ts, upto, sh.min_ts});
+  }
+  // The new segments' smallest min_ts onward, carried back into the old
+  // ones as far as it lowers theirs.
+  for (size_t k = idx->bounds.size() - 1; k > 0 && idx->bounds.size() > old_size; --k) {
+    const int64_t m = std::min(idx->bounds[k - 1].min_ts, idx->bounds[k].min_onward);
+    if (k - 1 < old_size && idx->bounds[k - 1].min_onward == m) break;
+    idx->bounds[k - 1].min_onward = m;
   }
   cache->Grew(idx, old_capacity);
   if (sealed) {  // the rest decodes to the header's last sample
@@ -1088,12 +1125,22 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       MarkCorrupt(chunk);
       return false;
     }
-    const size_t n = idx->segments.size();
     const ChunkCheckpoint rest = idx->next;
-    for (size_t k = 0; k < n; ++k) {
+    // Segments before `first` end before the range (the largest max_ts up
+    // to them is), those from `last` on start after it.
+    const SegmentBounds* const bounds = idx->bounds.data();
+    const size_t first =
+        std::partition_point(bounds, bounds + idx->bounds.size(),
+                             [from_ns](const SegmentBounds& b) { return b.max_upto < from_ns; }) -
+        bounds;
+    const size_t last =
+        std::partition_point(bounds + first, bounds + idx->bounds.size(),
+                             [to_ns](const SegmentBounds& b) { return b.min_onward <= to_ns; }) -
+        bounds;
+    for (size_t k = first; k < last; ++k) {
+      if (bounds[k].max_ts < from_ns || bounds[k].min_ts > to_ns) continue;
       const Segment& seg = idx->segments[k];
       const ChunkHeader& sh = seg.summary.header;
-      if (sh.max_ts < from_ns || sh.min_ts > to_ns) continue;
       const RangeScanner::Plan plan = scanner->PlanChunk(sh);
       if (plan == RangeScanner::Plan::kSkip) continue;
       if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
@@ -1103,18 +1150,32 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       }
     }
     if (rest.index >= h.count) return true;
-    ChunkCheckpoint cp = rest;
-    tmp.clear();
-    if (!DecodeChunkFrom(h, data, &cp, h.count, &tmp) || tmp.empty() ||
-        (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
-      MarkCorrupt(chunk);
-      return false;
+    // The rest: decoded (once per chunk length) for its header, and again
+    // when the scanner needs its samples or summary.
+    bool decoded = false;
+    auto decode_rest = [&]() {
+      ChunkCheckpoint cp = rest;
+      tmp.clear();
+      if (!DecodeChunkFrom(h, data, &cp, h.count, &tmp) || tmp.empty() ||
+          (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
+        idx->rest_count = 0;
+        MarkCorrupt(chunk);
+        return false;
+      }
+      decoded = true;
+      return true;
+    };
+    if (idx->rest_count != h.count) {
+      if (!decode_rest()) return false;
+      idx->rest_header = HeaderOf(tmp);
+      idx->rest_count = h.count;
     }
     ChunkSummary sum;
-    sum.header = HeaderOf(tmp);
+    sum.header = idx->rest_header;
     if (sum.header.max_ts < from_ns || sum.header.min_ts > to_ns) return true;
     const RangeScanner::Plan plan = scanner->PlanChunk(sum.header);
     if (plan == RangeScanner::Plan::kSkip) return true;
+    if (!decoded && !decode_rest()) return false;
     if (plan == RangeScanner::Plan::kSummary) {
       SummarizeSamples(sem, tmp, &sum);
       if (scanner->OnSummary(sum)) return true;

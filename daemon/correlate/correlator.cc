@@ -467,6 +467,53 @@ std::string PortOf(const SeriesKey& key, const std::vector<PortInfo>& ports) {
   return key.netdev;
 }
 
+// The ports of a span's series (PortOf), each name computed once: a series
+// usually sits at the port of the one before it (the store lists a port's
+// series together), and a new port is looked up once. Ids are dense, in
+// order of first appearance.
+class PortNames {
+ public:
+  explicit PortNames(const std::vector<PortInfo>& ports) : ports_(ports) {}
+
+  uint32_t Of(const SeriesKey& key) {
+    if (last_ != nullptr && key.port == last_->port && key.device == last_->device &&
+        key.netdev == last_->netdev) {
+      return last_id_;
+    }
+    std::string name = PortOf(key, ports_);
+    auto [it, inserted] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+    if (inserted) names_.push_back(std::move(name));
+    last_ = &key;
+    last_id_ = it->second;
+    return last_id_;
+  }
+  const std::string& Name(uint32_t id) const { return names_[id]; }
+
+ private:
+  const std::vector<PortInfo>& ports_;
+  absl::flat_hash_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_;
+  const SeriesKey* last_ = nullptr;
+  uint32_t last_id_ = 0;
+};
+
+// One signal at one port (its family and every label value): the identity
+// under which series of several sources compete (the best-ranked is judged).
+struct SignalAt {
+  uint32_t port = 0;  // PortNames id
+  const Signal* signal = nullptr;
+
+  template <typename H>
+  friend H AbslHashValue(H h, const SignalAt& s) {
+    return H::combine(std::move(h), s.port, s.signal->family->name, s.signal->label_values);
+  }
+  friend bool operator==(const SignalAt& a, const SignalAt& b) {
+    return a.port == b.port &&
+           (a.signal == b.signal || (a.signal->family->name == b.signal->family->name &&
+                                     a.signal->label_values == b.signal->label_values));
+  }
+};
+
 // How trustworthy a counter's deltas are, for choosing among series of one
 // signal: 64-bit, then 32-bit wrapping, then saturating by width.
 int SemanticsRank(const CounterSemantics& sem) {
@@ -591,14 +638,15 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     return *evicted_before_t0;
   };
 
-  // Per series in scope: its port, and the identity of its signal at that
-  // port (family and every label value) for the choice among sources.
+  // Per congestion series in scope: its port and its rank among the series
+  // of the same signal at that port (the choice among sources).
   struct Place {
-    std::string port;
-    std::string signal_key;
+    uint32_t port = 0;    // PortNames id
+    uint32_t signal = 0;  // the signal at that port, numbered (best_of)
     int rank = 0;
   };
   std::vector<Place> places;
+  PortNames port_names(ports);
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
   int64_t newest_ns = 0;  // the store's latest poll of anything
   for (const SeriesSnapshot& snap : all) newest_ns = std::max(newest_ns, snap.state.last_ts_ns);
@@ -616,6 +664,12 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   }
   out.series.reserve(in_scope.size());
   places.reserve(in_scope.size());
+  // One signal from several sources: the best-ranked series are judged, the
+  // others superseded. Signal -> its number; per number the index of the
+  // best series so far.
+  absl::flat_hash_map<SignalAt, uint32_t> signals;
+  signals.reserve(in_scope.size());
+  std::vector<size_t> best_of;
   for (const auto& [snap_ptr, cls] : in_scope) {
     const SeriesSnapshot& snap = *snap_ptr;
     SeriesCorrelation sc = SeriesCorrelationOf(snap, cls);
@@ -642,31 +696,26 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
       if (!sc.anomalous && sc.stats.coverage < options_.min_coverage) {
         sc.blind = BlindWhy(sc.stats, snap.state, t0, t1, gap_ns, newest_ns, retention);
       }
-      place.port = PortOf(*snap.key, ports);
-      place.signal_key = absl::StrCat(place.port, "\x1f", snap.signal->family->name);
-      for (const std::string& v : snap.signal->label_values) {
-        absl::StrAppend(&place.signal_key, "\x1f", v);
-      }
+      place.port = port_names.Of(*snap.key);
       // Sighted before blind, then the wider counter.
       place.rank = (sc.blind.empty() ? 10000 : 0) + SemanticsRank(snap.signal->semantics);
+      auto [it, inserted] = signals.try_emplace(SignalAt{place.port, snap.signal},
+                                                static_cast<uint32_t>(best_of.size()));
+      place.signal = it->second;
+      if (inserted) {
+        best_of.push_back(out.series.size());
+      } else if (place.rank > places[best_of[it->second]].rank) {
+        best_of[it->second] = out.series.size();
+      }
     }
     out.series.push_back(std::move(sc));
-    places.push_back(std::move(place));
-  }
-
-  // One signal from several sources: the best-ranked series are judged, the
-  // others superseded.
-  absl::flat_hash_map<std::string, size_t> best;  // signal key -> index of the best
-  for (size_t i = 0; i < out.series.size(); ++i) {
-    if (places[i].signal_key.empty()) continue;
-    auto [it, inserted] = best.emplace(places[i].signal_key, i);
-    if (!inserted && places[i].rank > places[it->second].rank) it->second = i;
+    places.push_back(place);
   }
   for (size_t i = 0; i < out.series.size(); ++i) {
-    if (places[i].signal_key.empty()) continue;
-    const size_t b = best.at(places[i].signal_key);
-    if (places[i].rank >= places[b].rank) continue;
     SeriesCorrelation& sc = out.series[i];
+    if (!IsCongestionClass(sc.signal_class)) continue;
+    const size_t b = best_of[places[i].signal];
+    if (places[i].rank >= places[b].rank) continue;
     sc.superseded_by = absl::StrCat(out.series[b].source, "/", out.series[b].raw_name);
     sc.anomalous = false;
     sc.score = 0;
@@ -675,9 +724,9 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   // Counts, and per port and congestion group whether anything is sighted.
   struct GroupSight {
     size_t sighted = 0;
-    std::vector<std::string> blind;  // BlindText of the blind series
+    std::vector<size_t> blind;  // indexes of the blind series, in order
   };
-  std::map<std::pair<std::string, absl::string_view>, GroupSight> groups;
+  absl::flat_hash_map<std::pair<uint32_t, absl::string_view>, GroupSight> groups;
   size_t sighted = 0;
   for (size_t i = 0; i < out.series.size(); ++i) {
     const SeriesCorrelation& sc = out.series[i];
@@ -689,22 +738,46 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
       ++sighted;
       ++g.sighted;
     } else {
-      g.blind.push_back(BlindText(sc));
+      g.blind.push_back(i);
     }
   }
+  // The groups with nothing sighted, by port name and group name, each with
+  // the BlindText of its blind series (before the series move).
+  std::vector<std::pair<std::pair<absl::string_view, absl::string_view>, std::vector<std::string>>>
+      blind_groups_of;
+  for (const auto& [where, g] : groups) {
+    if (g.sighted > 0) continue;
+    std::vector<std::string> texts;
+    texts.reserve(g.blind.size());
+    for (size_t i : g.blind) texts.push_back(BlindText(out.series[i]));
+    blind_groups_of.emplace_back(
+        std::make_pair(absl::string_view(port_names.Name(where.first)), where.second),
+        std::move(texts));
+  }
+  std::sort(blind_groups_of.begin(), blind_groups_of.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  // Ranking (the places are not needed beyond this point).
-  std::vector<size_t> order(out.series.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&out](size_t ia, size_t ib) {
-    const SeriesCorrelation& a = out.series[ia];
-    const SeriesCorrelation& b = out.series[ib];
+  // Ranking, on a compact copy of what it compares (the places are not
+  // needed beyond this point).
+  struct RankKey {
+    bool anomalous;
+    bool congestion;  // a congestion series that is judged
+    double score;
+    size_t index;
+  };
+  std::vector<RankKey> keys(out.series.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const SeriesCorrelation& sc = out.series[i];
+    keys[i] = {sc.anomalous, IsCongestionClass(sc.signal_class) && sc.superseded_by.empty(),
+               sc.score, i};
+  }
+  std::stable_sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) {
     if (a.anomalous != b.anomalous) return a.anomalous;
-    const bool ca = IsCongestionClass(a.signal_class) && a.superseded_by.empty();
-    const bool cb = IsCongestionClass(b.signal_class) && b.superseded_by.empty();
-    if (ca != cb) return ca;
+    if (a.congestion != b.congestion) return a.congestion;
     return a.score > b.score;
   });
+  std::vector<size_t> order(keys.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = keys[i].index;
   std::vector<std::string> blind_texts;
   for (size_t i : order) {
     const SeriesCorrelation& sc = out.series[i];
@@ -766,11 +839,10 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     return out;
   }
   std::vector<std::string> blind_groups;
-  for (const auto& [where, g] : groups) {
-    if (g.sighted > 0) continue;
+  for (const auto& [where, texts] : blind_groups_of) {
     blind_groups.push_back(absl::StrCat(where.second, " class of ",
                                         where.first.empty() ? "the host" : where.first,
-                                        " is blind (", BlindList(g.blind), ")"));
+                                        " is blind (", BlindList(texts), ")"));
   }
   if (!blind_groups.empty()) {
     out.verdict = Verdict::kUnknown;

@@ -210,6 +210,65 @@ TEST(WindowStatsStoreTest, SegmentsOfAGrowingHeadGiveTheRawSampleResult) {
   }
 }
 
+// Collects every sample ScanRange hands over, always planning kSamples.
+class CollectingScanner : public RangeScanner {
+ public:
+  Plan PlanChunk(const ChunkHeader&) override { return Plan::kSamples; }
+  bool OnSummary(const ChunkSummary&) override { return false; }
+  void OnSamples(absl::Span<const Sample> samples) override {
+    got.insert(got.end(), samples.begin(), samples.end());
+  }
+  std::vector<Sample> got;
+};
+
+// The seek index finds the segments that overlap a range by binary search
+// over each segment's bounds (the largest max_ts up to it, the smallest
+// min_ts from it on), and keeps the header of the samples after the last
+// complete segment per chunk length: a head chunk that grows with realtime
+// steps both ways (a later segment reaching back before earlier ones), read
+// between appends over random ranges, hands over exactly ReadRange's
+// samples.
+TEST(WindowStatsStoreTest, ScanRangeFindsSegmentsAcrossRealtimeSteps) {
+  std::mt19937_64 rng(1202);
+  Store store;
+  const Kind kind{{CounterKind::kCounter64, 64}, 1.0};
+  std::vector<SeriesId> ids;
+  for (int n = 0; n < 4; ++n) {
+    ids.push_back(store.Register(SeriesKey{"hw_counters", absl::StrCat("c", n), "mlx5_0", 1, ""},
+                                 SignalWith(kind.sem, kind.scale)));
+  }
+  std::vector<uint64_t> values(ids.size(), 0);
+  int64_t ts = kT;
+  for (int64_t i = 0; i < 6000; ++i) {
+    ts += 10 * kMs;
+    const uint64_t r = rng() % 1000;
+    if (r < 3) ts -= static_cast<int64_t>(1 + rng() % 5) * kSec;     // a step back
+    if (r >= 997) ts += static_cast<int64_t>(1 + rng() % 3) * kSec;  // a step forward
+    for (size_t n = 0; n < ids.size(); ++n) {
+      if (rng() % 50 == 0) continue;  // a missed poll
+      values[n] += rng() % 1000;
+      store.Append(ids[n], ts, values[n]);
+    }
+    if (i % 97 != 96) continue;
+    for (int q = 0; q < 8; ++q) {
+      const int64_t from = ts - static_cast<int64_t>(rng() % (40 * kSec));
+      const int64_t to = from + static_cast<int64_t>(rng() % (8 * kSec));
+      for (SeriesId id : ids) {
+        CollectingScanner scan;
+        store.ScanRange(id, from, to, &scan);
+        const std::vector<Sample> want = store.ReadRange(id, from, to);
+        ASSERT_EQ(want.size(), scan.got.size())
+            << "tick " << i << " series " << id << " from " << from - kT << " to " << to - kT;
+        for (size_t k = 0; k < want.size(); ++k) {
+          ASSERT_EQ(want[k].ts_ns, scan.got[k].ts_ns) << k;
+          ASSERT_EQ(want[k].value, scan.got[k].value) << k;
+        }
+      }
+    }
+  }
+  EXPECT_GT(store.Stats().chunks, 4u);
+}
+
 // A scanner that takes every summary it is offered and records what it saw.
 class SummingScanner : public RangeScanner {
  public:
