@@ -294,28 +294,33 @@ TEST(ChunkTest, EveryCodeClassAtEveryAlignmentDecodes) {
   const uint64_t vds[] = {0, 20, 8'000, 8'000'000, 500'000'000'000ULL, UINT64_MAX / 3};
   std::mt19937_64 rng(11);
   std::vector<Sample> in;
+  // Times wrap as the codec's arithmetic does (two's complement, no signed
+  // overflow: the large steps pass INT64_MAX).
+  auto add = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  };
   int64_t t = 1'000;
   int64_t step = 10;
   uint64_t v = 5;
   for (int round = 0; round < 40; ++round) {
     for (int64_t dod : dods) {
       for (uint64_t vd : vds) {
-        step += dod;
-        t += step;
+        step = add(step, dod);
+        t = add(t, step);
         v += vd;
         in.push_back({t, v});
         // A run now and then, of a length of each run code class.
         if (rng() % 5 == 0) {
           const int len = static_cast<int>(rng() % 3 == 0 ? 1 + rng() % 300 : 1 + rng() % 17);
           for (int k = 0; k < len; ++k) {
-            t += step;
+            t = add(t, step);
             in.push_back({t, v});
           }
         }
       }
     }
     // The runs' random lengths vary the bit alignment of the codes.
-    step += 1;
+    step = add(step, 1);
   }
   ExpectRoundTrip(in);
   const EncodedChunk c = EncodeChunk(in);
