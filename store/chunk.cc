@@ -223,12 +223,10 @@ class FastReader {
   }
   // The first bit of the next code (resuming inside a run: '0').
   bool Bit() {
-    if (pos_ >= end_) {
-      pos_ = end_ + 1;
-      return false;
-    }
-    const bool b = ((data_[pos_ >> 3] >> (7 - (pos_ & 7))) & 1) != 0;
-    ++pos_;
+    BitReader r(data_, end_);
+    r.Seek(pos_);
+    const bool b = r.Bit();
+    pos_ = r.pos();
     return b;
   }
   uint32_t Run() {

@@ -1,8 +1,8 @@
 // The memory budget: never exceeded, oldest chunks evicted first, 10k series.
 #include <random>
 
-#include "store/store.h"
 #include "gtest/gtest.h"
+#include "store/store.h"
 
 namespace fabricscope {
 namespace store_budget_test {
