@@ -60,7 +60,7 @@ if bad:
 PY
 
 # The printed table has a row for every part.
-for row in '| 1 |' '| 1c |' '| 1d |' '| 2 |' '| 2b |' '| 2c |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 4d |' '| 5 |' '| 5b |' '| 6 |'; do
+for row in '| 1 |' '| 1c |' '| 1d |' '| 1e |' '| 2 |' '| 2b |' '| 2c |' '| 3 |' '| 3b |' '| 4 |' '| 4b |' '| 4c |' '| 4d |' '| 5 |' '| 5b |' '| 6 |'; do
   grep -qF "$row" "$WORK/out" || fail "table row '$row' missing"
 done
 grep -q 'Load average' "$WORK/out" || fail "load average not printed"
