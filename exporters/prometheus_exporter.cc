@@ -481,7 +481,7 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
     if (spec == nullptr) continue;
     if (spec != last_spec) {  // series of one family are often registered together
       auto [it, added] = group_of.try_emplace(spec, static_cast<uint32_t>(groups.size()));
-      if (added) groups.push_back({spec});
+      if (added) groups.push_back({spec, 0, nullptr});
       last_spec = spec;
       last_group = it->second;
     }

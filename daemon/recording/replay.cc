@@ -83,7 +83,13 @@ void RecordingFeeder::AddSample(size_t line_no, const RecordingLine& l) {
   if (!l.key.device.empty() && !l.key.netdev.empty()) {
     const std::string port_key = absl::StrCat(l.key.device, "/", l.key.port, "/", l.key.netdev);
     if (seen_ports_.try_emplace(port_key, true).second) {
-      ports_->Upsert({l.key.device, l.key.port, l.key.netdev, "Ethernet", "ACTIVE", "", true});
+      PortInfo info;
+      info.device = l.key.device;
+      info.port = l.key.port;
+      info.netdev = l.key.netdev;
+      info.link_layer = "Ethernet";
+      info.state = "ACTIVE";
+      ports_->Upsert(info);
     }
   }
   store_->Append(k.id, ts, l.value);
