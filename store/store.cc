@@ -220,6 +220,11 @@ class SegmentCache {
     }
     return e;
   }
+  // The slot `serial` maps to, as it is (for a read-ahead: the caller checks
+  // its serial); null before the first Slot().
+  const SegmentIndex* SlotOf(uint64_t serial) const {
+    return slots_.empty() ? nullptr : &slots_[serial % kSlots];
+  }
   // Accounts growth of a slot's vector; clears every slot but `keep` when
   // this thread's cache or all threads' caches are over their bound.
   void Grew(SegmentIndex* keep, size_t old_capacity) {
@@ -249,6 +254,39 @@ class SegmentCache {
   std::vector<SegmentIndex> slots_;
   int64_t bytes_ = 0;
 };
+
+// The segments of `idx` that may overlap [from_ns, to_ns]: those before
+// the first end before the range (the largest max_ts up to them is), those
+// from the last on start after it.
+std::pair<size_t, size_t> SegmentSpan(const SegmentIndex& idx, int64_t from_ns, int64_t to_ns) {
+  const SegmentBounds* const bounds = idx.bounds.data();
+  const size_t n = idx.bounds.size();
+  const size_t first =
+      std::partition_point(bounds, bounds + n,
+                           [from_ns](const SegmentBounds& b) { return b.max_upto < from_ns; }) -
+      bounds;
+  const size_t last =
+      std::partition_point(bounds + first, bounds + n,
+                           [to_ns](const SegmentBounds& b) { return b.min_onward <= to_ns; }) -
+      bounds;
+  return {first, last};
+}
+
+// This thread's seek index (ScanRange, Store::ScanAhead).
+SegmentCache& ThreadSegmentCache() {
+  thread_local SegmentCache cache;
+  return cache;
+}
+
+// Prefetches, for reading, the cache lines of [begin, end), at most
+// `max_lines` of them.
+inline void PrefetchLines(const void* begin, const void* end, int max_lines) {
+  constexpr uintptr_t kLine = 64;
+  for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~(kLine - 1);
+       p < reinterpret_cast<uintptr_t>(end) && max_lines > 0; p += kLine, --max_lines) {
+    __builtin_prefetch(reinterpret_cast<const void*>(p), 0, 3);
+  }
+}
 
 // The header of decoded samples (real timestamps) as ScanRange shows it.
 ChunkHeader HeaderOf(absl::Span<const Sample> samples) {
@@ -411,6 +449,19 @@ struct Store::Series {
     const Chunk* chunk;
   };
   std::deque<SeekEntry> seek;
+  // The entries of `seek` that may reach [from_ns, to_ns]: from the first
+  // whose chunk can reach from_ns (those before end earlier) to the last
+  // that may start by to_ns (at most 64 skipped from the newest back; any
+  // stopping point is correct: the readers filter). Under `mu`.
+  std::pair<std::deque<SeekEntry>::const_iterator, std::deque<SeekEntry>::const_iterator> SeekRange(
+      int64_t from_ns, int64_t to_ns) const {
+    auto it = std::partition_point(seek.begin(), seek.end(), [from_ns](const SeekEntry& e) {
+      return e.max_ts_so_far < from_ns;
+    });
+    auto end = seek.end();
+    for (int n = 0; n < 64 && end != it && std::prev(end)->min_ts > to_ns; ++n) --end;
+    return {it, end};
+  }
   uint64_t sealed_chunks = 0;
   uint64_t sealed_samples = 0;
 };
@@ -1007,12 +1058,7 @@ bool Store::View(SeriesId id, int64_t from_ns, int64_t to_ns, ReadView* view) co
   view->series = s;
   std::lock_guard lock(s->mu);
   view->oldest = s->oldest;
-  auto it = std::partition_point(s->seek.begin(), s->seek.end(),
-                                 [from_ns](const auto& e) { return e.max_ts_so_far < from_ns; });
-  // Chunks starting after to_ns are skipped from the newest back, at most
-  // 64 under the lock (any stopping point is correct: the readers filter).
-  auto end = s->seek.end();
-  for (int n = 0; n < 64 && end != it && std::prev(end)->min_ts > to_ns; ++n) --end;
+  const auto [it, end] = s->SeekRange(from_ns, to_ns);
   if (it != end) {
     view->first = it->chunk;
     view->last = std::prev(end)->chunk;
@@ -1117,7 +1163,7 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     }
     return true;
   };
-  thread_local SegmentCache cache;
+  SegmentCache& cache = ThreadSegmentCache();
   auto by_segments = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
                          const Chunk* chunk, uint64_t serial) {
     SegmentIndex* idx = cache.Slot(serial);
@@ -1126,17 +1172,8 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       return false;
     }
     const ChunkCheckpoint rest = idx->next;
-    // Segments before `first` end before the range (the largest max_ts up
-    // to them is), those from `last` on start after it.
     const SegmentBounds* const bounds = idx->bounds.data();
-    const size_t first =
-        std::partition_point(bounds, bounds + idx->bounds.size(),
-                             [from_ns](const SegmentBounds& b) { return b.max_upto < from_ns; }) -
-        bounds;
-    const size_t last =
-        std::partition_point(bounds + first, bounds + idx->bounds.size(),
-                             [to_ns](const SegmentBounds& b) { return b.min_onward <= to_ns; }) -
-        bounds;
+    const auto [first, last] = SegmentSpan(*idx, from_ns, to_ns);
     for (size_t k = first; k < last; ++k) {
       if (bounds[k].max_ts < from_ns || bounds[k].min_ts > to_ns) continue;
       const Segment& seg = idx->segments[k];
@@ -1223,6 +1260,188 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     }
     if (!scanner->OnSummary(sum) && decode(h, data, block, chunk)) hand_over(h);
   });
+}
+
+// ---------------------------------------------------------------------------
+// ScanAhead.
+
+// What the read-ahead of one series has found so far.
+struct Store::ScanAhead::Cursor {
+  // A chunk reaching the range (`chunk` null: the head, read by segments).
+  struct Part {
+    const Chunk* chunk = nullptr;
+    uint64_t serial = 0;            // 0: nothing more to read ahead of this part
+    const uint8_t* data = nullptr;  // a sealed chunk's stream
+    int64_t min_ts = 0, max_ts = 0;
+    uint32_t count = 0;
+    const SegmentIndex* slot = nullptr;
+    size_t first = 0, last = 0;  // the segments that may overlap the range
+  };
+  static constexpr size_t kParts = 6;
+  const Series* series = nullptr;  // null: nothing (more) to read ahead
+  std::shared_ptr<Chunk> hold;     // keeps the chain of `parts` alive
+  Part parts[kParts];
+  size_t n = 0;
+};
+
+Store::ScanAhead::ScanAhead(const Store& store, absl::Span<const SeriesId> ids, int64_t from_ns,
+                            int64_t to_ns, absl::Span<const std::pair<int64_t, int64_t>> decoded)
+    : store_(store),
+      ids_(ids),
+      from_ns_(from_ns),
+      to_ns_(to_ns),
+      decoded_(decoded.begin(), decoded.end()),
+      cursors_(new Cursor[kDepth]) {}
+
+Store::ScanAhead::~ScanAhead() = default;
+
+void Store::ScanAhead::Before(size_t i) {
+  // ids[i + kDepth] starts (step 0), ids[i + 1] takes its last step: each
+  // step's prefetches have a whole scan's time to arrive before the next
+  // step reads them.
+  for (size_t step = 0; step < kDepth; ++step) {
+    const size_t j = i + kDepth - step;
+    if (j >= ids_.size()) continue;
+    Cursor* c = &cursors_[j % kDepth];
+    if (step == 0) {
+      c->series = nullptr;
+      c->hold.reset();
+      c->n = 0;
+    }
+    Step(c, step == 0 ? ids_[j] : 0, step);
+  }
+}
+
+void Store::ScanAhead::Step(Cursor* c, SeriesId id, size_t step) {
+  // Whether [min_ts, max_ts] holds a time of a decoded range.
+  auto decodes = [this](int64_t min_ts, int64_t max_ts) {
+    for (const auto& [a, b] : decoded_) {
+      if (max_ts >= a && min_ts <= b) return true;
+    }
+    return false;
+  };
+  // The slot of part `p` if it still indexes the part's chunk.
+  const SegmentCache& cache = ThreadSegmentCache();
+  auto slot = [&cache](const Cursor::Part& p) -> const SegmentIndex* {
+    if (p.serial == 0) return nullptr;
+    const SegmentIndex* idx = cache.SlotOf(p.serial);
+    return idx != nullptr && idx->serial == p.serial && !idx->bounds.empty() ? idx : nullptr;
+  };
+  switch (step) {
+    case 0: {  // the series' own fields (View: lock, seek list, head)
+      const Series* s = store_.Lookup(id);
+      if (s == nullptr) return;
+      c->series = s;
+      PrefetchLines(&s->signal.semantics, &s->signal.semantics + 1, 1);
+      PrefetchLines(&s->mu, s + 1, 16);
+      return;
+    }
+    case 1: {  // the chunks reaching the range
+      const Series* s = c->series;
+      if (s == nullptr) return;
+      std::unique_lock lock(s->mu, std::try_to_lock);
+      if (!lock.owns_lock()) {
+        c->series = nullptr;
+        return;
+      }
+      const auto [it, end] = s->SeekRange(from_ns_, to_ns_);
+      if (it != end) c->hold = s->oldest;
+      for (auto e = it; e != end && c->n < Cursor::kParts; ++e) {
+        Cursor::Part& p = c->parts[c->n++];
+        p.chunk = e->chunk;
+        PrefetchLines(p.chunk, p.chunk + 1, 4);
+      }
+      const ChunkHeader& h = s->head;
+      if (h.count > 2 * kSegmentSamples && h.max_ts >= from_ns_ && h.min_ts <= to_ns_ &&
+          c->n < Cursor::kParts && decodes(h.min_ts, h.max_ts)) {
+        Cursor::Part& p = c->parts[c->n++];
+        p.chunk = nullptr;
+        p.serial = s->head_serial;
+        p.min_ts = h.min_ts;
+        p.max_ts = h.max_ts;
+        p.count = h.count;
+        const uint8_t* data = s->head_data.get();
+        PrefetchLines(data, data + ChunkWriter::ByteSize(h), 32);  // View copies it
+      }
+      return;
+    }
+    case 2:  // the seek-index slots of the chunks the scan will likely decode
+      for (size_t k = 0; k < c->n; ++k) {
+        Cursor::Part& p = c->parts[k];
+        if (p.chunk != nullptr) {
+          const ChunkHeader& h = p.chunk->h;
+          if (h.count <= 2 * kSegmentSamples || h.max_ts < from_ns_ || h.min_ts > to_ns_ ||
+              !decodes(h.min_ts, h.max_ts)) {
+            continue;
+          }
+          p.serial = p.chunk->serial;
+          p.data = p.chunk->data.get();
+          p.min_ts = h.min_ts;
+          p.max_ts = h.max_ts;
+          p.count = h.count;
+        }
+        const SegmentIndex* idx = cache.SlotOf(p.serial);
+        if (idx == nullptr) {
+          p.serial = 0;
+          continue;
+        }
+        PrefetchLines(idx, idx + 1, 4);
+      }
+      return;
+    case 3:  // their segment bounds, where the range is expected in them
+      for (size_t k = 0; k < c->n; ++k) {
+        Cursor::Part& p = c->parts[k];
+        const SegmentIndex* idx = slot(p);
+        if (idx == nullptr) continue;
+        const size_t n = idx->bounds.size();
+        // Samples spread evenly over [min_ts, max_ts]: the segment at t.
+        auto at = [&p, n](int64_t t) -> size_t {
+          if (t <= p.min_ts) return 0;
+          const double f = (static_cast<double>(t) - static_cast<double>(p.min_ts)) /
+                           (static_cast<double>(p.max_ts) - static_cast<double>(p.min_ts) + 1);
+          return std::min(n - 1, static_cast<size_t>(f * p.count / kSegmentSamples));
+        };
+        const size_t a = at(from_ns_), b = at(to_ns_);
+        const SegmentBounds* bounds = idx->bounds.data();
+        // The binary searches' first probes, then the expected span.
+        PrefetchLines(bounds + n / 2, bounds + n / 2 + 1, 1);
+        PrefetchLines(bounds + n / 4, bounds + n / 4 + 1, 1);
+        PrefetchLines(bounds + 3 * n / 4, bounds + 3 * n / 4 + 1, 1);
+        PrefetchLines(bounds + (a > 0 ? a - 1 : 0), bounds + std::min(n, b + 2), 12);
+      }
+      return;
+    case 4:  // the records of the segments the scan will plan
+      for (size_t k = 0; k < c->n; ++k) {
+        Cursor::Part& p = c->parts[k];
+        const SegmentIndex* idx = slot(p);
+        if (idx == nullptr) continue;
+        std::tie(p.first, p.last) = SegmentSpan(*idx, from_ns_, to_ns_);
+        const Segment* segs = idx->segments.data();
+        const SegmentBounds* bounds = idx->bounds.data();
+        PrefetchLines(segs + p.first, segs + p.last, 6);  // the walk's start
+        for (size_t g = p.first; g < p.last; ++g) {
+          if (decodes(bounds[g].min_ts, bounds[g].max_ts)) PrefetchLines(segs + g, segs + g + 1, 3);
+        }
+      }
+      return;
+    case 5:  // the streams where the scan starts decoding
+      for (size_t k = 0; k < c->n; ++k) {
+        Cursor::Part& p = c->parts[k];
+        const SegmentIndex* idx = slot(p);
+        if (idx == nullptr || p.data == nullptr) continue;  // the head: View copies its stream
+        const size_t last = std::min(p.last, idx->segments.size());
+        const Segment* segs = idx->segments.data();
+        const SegmentBounds* bounds = idx->bounds.data();
+        for (size_t g = p.first; g < last; ++g) {
+          if (!decodes(bounds[g].min_ts, bounds[g].max_ts)) continue;
+          const uint8_t* at = p.data + segs[g].start.bit / 8;
+          PrefetchLines(at, at + 192, 3);
+        }
+      }
+      return;
+    default:
+      return;
+  }
 }
 
 absl::StatusOr<CounterDelta> Store::Delta(SeriesId id, int64_t from_ns, int64_t to_ns) const {

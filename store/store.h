@@ -67,6 +67,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -340,6 +341,38 @@ class Store {
   // threads together (a thread over either drops its index whole).
   // No-op for an unknown id.
   void ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner* scanner) const;
+  // Read-ahead for ScanRange over many series with one range, in order: a
+  // software pipeline that, while series i is scanned, brings into cache
+  // what the scans of the next few series read first and one after another
+  // (each a cache miss that depends on the one before): the series, the
+  // sealed chunks reaching the range, and for the chunks holding a time of
+  // `decoded` (ranges whose samples the scanner will likely want, e.g. the
+  // edges of a window) this thread's seek-index slot, segment bounds,
+  // segment records and the stream at their first decoded segment. A hint
+  // only: no scan's result depends on it; it takes each series' lock
+  // briefly (try_lock: a busy series is not read ahead) and holds a
+  // reference to a series' chunks only until its own scan. Use on the
+  // scanning thread (the seek index is per thread).
+  class ScanAhead {
+   public:
+    ScanAhead(const Store& store, absl::Span<const SeriesId> ids, int64_t from_ns, int64_t to_ns,
+              absl::Span<const std::pair<int64_t, int64_t>> decoded);
+    ~ScanAhead();
+    ScanAhead(const ScanAhead&) = delete;
+    ScanAhead& operator=(const ScanAhead&) = delete;
+    // Call right before scanning ids[i], for i = 0, 1, ... in order.
+    void Before(size_t i);
+
+   private:
+    struct Cursor;
+    static constexpr size_t kDepth = 6;  // pipeline steps, one per scan
+    void Step(Cursor* c, SeriesId id, size_t step);
+    const Store& store_;
+    const absl::Span<const SeriesId> ids_;
+    const int64_t from_ns_, to_ns_;
+    std::vector<std::pair<int64_t, int64_t>> decoded_;
+    std::unique_ptr<Cursor[]> cursors_;  // ring: ids[j] in cursors_[j % kDepth]
+  };
   // The counter delta of `id` between from_ns and to_ns (see CounterDelta).
   // NotFound for an unknown id, FailedPrecondition for a gauge series,
   // InvalidArgument when from_ns > to_ns. Assumes non-decreasing timestamps;

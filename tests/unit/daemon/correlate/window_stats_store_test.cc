@@ -269,6 +269,91 @@ TEST(WindowStatsStoreTest, ScanRangeFindsSegmentsAcrossRealtimeSteps) {
   EXPECT_GT(store.Stats().chunks, 4u);
 }
 
+// Store::ScanAhead is a hint: scans of many series with the read-ahead
+// running (its cursors in every step, the seek index warm and cold, the
+// head and sealed chunks, ranges overlapping the decoded ones or not) hand
+// over exactly ReadRange's samples; and with a writer sealing and evicting
+// chunks meanwhile (the read-ahead holds chunks between its steps), every
+// scan still hands over only samples in its range (sanitizer builds check
+// the chunks' lifetimes).
+TEST(WindowStatsStoreTest, ScanAheadChangesNoScan) {
+  std::mt19937_64 rng(1203);
+  StoreOptions options;
+  options.memory_bytes = 1 << 20;  // evicts while the writer runs
+  Store store(options);
+  const Kind kind{{CounterKind::kCounter64, 64}, 1.0};
+  std::vector<SeriesId> ids;
+  for (int n = 0; n < 64; ++n) {
+    ids.push_back(store.Register(SeriesKey{"hw_counters", absl::StrCat("c", n), "mlx5_0", 1, ""},
+                                 SignalWith(kind.sem, kind.scale)));
+  }
+  std::vector<uint64_t> values(ids.size(), 0);
+  int64_t ts = kT;
+  auto append_ticks = [&](int ticks) {
+    for (int i = 0; i < ticks; ++i) {
+      ts += 10 * kMs;
+      for (size_t n = 0; n < ids.size(); ++n) {
+        values[n] += (n % 4 == 0) ? 0 : rng() % 1000;  // some constant
+        store.Append(ids[n], ts, values[n]);
+      }
+    }
+  };
+  append_ticks(3000);
+  for (int q = 0; q < 40; ++q) {
+    const int64_t t1 = ts - static_cast<int64_t>(rng() % (28 * kSec));
+    const int64_t t0 = t1 - static_cast<int64_t>(rng() % (2 * kSec));
+    const int64_t from = t0 - 2 * kSec, to = t1 + kSec;
+    const std::pair<int64_t, int64_t> decoded[] = {{t0 - kSec, t0 - kSec}, {t0, t1}};
+    Store::ScanAhead ahead(store, ids, from, to, decoded);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ahead.Before(i);
+      CollectingScanner scan;
+      store.ScanRange(ids[i], from, to, &scan);
+      const std::vector<Sample> want = store.ReadRange(ids[i], from, to);
+      ASSERT_EQ(want.size(), scan.got.size()) << "query " << q << " series " << i;
+      for (size_t k = 0; k < want.size(); ++k) {
+        ASSERT_EQ(want[k].ts_ns, scan.got[k].ts_ns) << k;
+        ASSERT_EQ(want[k].value, scan.got[k].value) << k;
+      }
+    }
+    if (q % 8 == 7) append_ticks(97);  // the head grows, chunks seal
+  }
+  // A writer appends (sealing and evicting) while scans read ahead.
+  const int64_t start = ts;
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::mt19937_64 wrng(7);
+    int64_t wts = start;
+    std::vector<uint64_t> wv = values;
+    while (!stop.load(std::memory_order_relaxed)) {
+      wts += 10 * kMs;
+      for (size_t n = 0; n < ids.size(); ++n) {
+        wv[n] += wrng() % 1000;
+        store.Append(ids[n], wts, wv[n]);
+      }
+    }
+  });
+  // At least 200 rounds, and on until the writer has evicted something.
+  for (int q = 0; q < 200 || (store.Stats().evicted_samples == 0 && q < 1'000'000); ++q) {
+    const int64_t from = start - static_cast<int64_t>(rng() % (30 * kSec));
+    const int64_t to = from + static_cast<int64_t>(rng() % (10 * kSec));
+    const std::pair<int64_t, int64_t> decoded[] = {{from, from}, {to - kSec, to}};
+    Store::ScanAhead ahead(store, ids, from, to, decoded);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ahead.Before(i);
+      CollectingScanner scan;
+      store.ScanRange(ids[i], from, to, &scan);
+      for (const Sample& s : scan.got) {
+        ASSERT_GE(s.ts_ns, from);
+        ASSERT_LE(s.ts_ns, to);
+      }
+    }
+  }
+  stop.store(true);
+  writer.join();
+  EXPECT_GT(store.Stats().evicted_samples, 0u);
+}
+
 // A scanner that takes every summary it is offered and records what it saw.
 class SummingScanner : public RangeScanner {
  public:
