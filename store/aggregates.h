@@ -16,7 +16,10 @@
 //    burst_factor x that mean AND the signal's absolute floor (BurstFloorFor);
 //    at least 500 ms of valid intervals must precede it.
 //    Intervals without a valid rate (first sample, reset, saturation) are not
-//    judged and do not enter the mean.
+//    judged and do not enter the mean. The mean's sums are kept from one Add
+//    to the next while the interval starts in the same bucket (at 10 ms polls,
+//    9 Adds in 10 touch one bucket instead of scanning the ring), exactly
+//    equal to a scan of the ring (see win_sum_).
 //
 // Thread-safety: none; each series' writer drives its own windows under the
 // series lock (store.cc).
@@ -125,7 +128,21 @@ class BurstWindow {
     double delta = 0;
     int64_t dt_ns = 0;
   };
+  bool InWindow(int64_t index) const {
+    return index != INT64_MIN && index >= win_hi_ - 10 && index <= win_hi_;
+  }
   Bucket ring_[kBuckets];
+  // The window's sums as of the last scan of the ring, kept up to date by the
+  // Adds since then: the buckets [win_hi_ - 10, win_hi_], while win_ok_. A
+  // running sum equals the scan's (which adds in ring order) only when every
+  // partial sum is exact: every delta in the window an integer and every
+  // bucket at most 2^47, so that the sums stay below 2^53. Otherwise the
+  // ring is scanned as before, so the mean is the same to the bit either way.
+  double win_sum_ = 0;
+  int64_t win_covered_ = 0;
+  int64_t win_hi_ = 0;
+  bool win_ok_ = false;
+  int64_t inexact_index_ = INT64_MIN;  // the newest bucket that took an inexact delta
   double last_mean_ = 0;
   bool last_mean_valid_ = false;
 };
