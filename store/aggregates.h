@@ -116,6 +116,11 @@ class BurstWindow {
   // microburst.
   bool Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, bool valid, double factor,
            double floor);
+  // Where the fields end and the ring begins, and the bucket that an Add at
+  // ts_ns writes (for prefetching).
+  const void* ring() const { return ring_; }
+  const void* BucketOf(int64_t ts_ns) const;
+  static constexpr size_t kBucketBytes = 3 * sizeof(int64_t);
   // The trailing mean before the last Add, for tests; false without coverage.
   bool last_mean(double* out) const {
     *out = last_mean_;
@@ -131,7 +136,10 @@ class BurstWindow {
   bool InWindow(int64_t index) const {
     return index != INT64_MIN && index >= win_hi_ - 10 && index <= win_hi_;
   }
-  Bucket ring_[kBuckets];
+  // What every Add reads and writes comes first (next to the peak window's
+  // fields in the store's per-series aggregates), the ring after it: an Add
+  // that keeps the sums touches the fields' line and one bucket's.
+  //
   // The window's sums as of the last scan of the ring, kept up to date by the
   // Adds since then: the buckets [win_hi_ - 10, win_hi_], while win_ok_. A
   // running sum equals the scan's (which adds in ring order) only when every
@@ -141,10 +149,12 @@ class BurstWindow {
   double win_sum_ = 0;
   int64_t win_covered_ = 0;
   int64_t win_hi_ = 0;
-  bool win_ok_ = false;
   int64_t inexact_index_ = INT64_MIN;  // the newest bucket that took an inexact delta
   double last_mean_ = 0;
+  bool win_ok_ = false;
   bool last_mean_valid_ = false;
+  Bucket ring_[kBuckets];
+  static_assert(sizeof(Bucket) == kBucketBytes);
 };
 
 }  // namespace fabricscope
