@@ -81,10 +81,6 @@ void PeakWindow::Add(int64_t ts_ns, double rate, bool valid) {
                                      : older_max_;
 }
 
-const void* BurstWindow::BucketOf(int64_t ts_ns) const {
-  return &ring_[Mod(FloorDiv(ts_ns, kBucketNs), kBuckets)];
-}
-
 bool BurstWindow::Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, bool valid,
                       double factor, double floor) {
   // The trailing mean over intervals that ended within the second before this

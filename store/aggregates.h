@@ -119,7 +119,10 @@ class BurstWindow {
   // Where the fields end and the ring begins, and the bucket that an Add at
   // ts_ns writes (for prefetching).
   const void* ring() const { return ring_; }
-  const void* BucketOf(int64_t ts_ns) const;
+  const void* BucketOf(int64_t ts_ns) const {
+    // (Before 1970 any bucket: this is only a hint.)
+    return &ring_[ts_ns >= 0 ? static_cast<uint64_t>(ts_ns) / kBucketNs % kBuckets : 0];
+  }
   static constexpr size_t kBucketBytes = 3 * sizeof(int64_t);
   // The trailing mean before the last Add, for tests; false without coverage.
   bool last_mean(double* out) const {

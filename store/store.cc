@@ -885,8 +885,7 @@ void Store::Append(const TickRef& tick, absl::Span<const SeriesReading> readings
       if (next != nullptr) PrefetchAppendState(next, tick.ts_ns);
     }
     if (s != nullptr) {
-      AppendEvent& ev = events[pending];
-      ev = AppendEvent{};
+      AppendEvent& ev = events[pending];  // AppendSample sets every field
       if (tick.block == nullptr) {
         AppendSample(readings[i].id, s, nullptr, tick.ts_ns, tick.ts_ns, readings[i].raw, &ev);
       } else {
@@ -968,6 +967,7 @@ void Store::AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, Appe
   ev->rate = st.last_rate;
   ev->delta = st.rate_valid ? static_cast<double>(u.delta) * scale : 0;
   ev->value = st.total;
+  ev->microburst = false;
   if (s->agg != nullptr && st.has_value) {
     s->agg->peak.Add(ts_ns, st.last_rate, st.rate_valid);
     st.peak_valid = s->agg->peak.peak(&st.peak_rate);

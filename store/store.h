@@ -422,11 +422,12 @@ class Store {
   // Writer only: makes room in the head chunk for one more sample (grow or
   // seal); `seal` forces the seal (the next sample is on another block).
   void PrepareHead(Series* s, bool seal);
-  // Writer only: the common part of the Appends; fills `ev` (a default
-  // AppendEvent) with the observer's event, which the caller delivers.
+  // Writer only: the common part of the Appends; sets every field of `ev`
+  // (the observer's event, which the caller delivers).
   void AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
                     int64_t ts_ns, uint64_t raw, AppendEvent* ev);
-  // Writer only, under s->mu: records one sample and fills `ev`.
+  // Writer only, under s->mu: records one sample and fills `ev` (all but
+  // id, key and signal).
   void AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
   void DropHead(Series* s);
   // Writer (or Restore): links a copy of `used` bytes of `data` as the
