@@ -89,10 +89,19 @@ bool BurstWindow::Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, b
   const int64_t lo = hi - 10;
   double sum = 0;
   int64_t covered = 0;
-  for (const Bucket& b : ring_) {
-    if (b.index == INT64_MIN || b.index < lo || b.index > hi) continue;
-    sum += b.delta;
-    covered += b.dt_ns;
+  if (win_ok_ && hi == win_hi_) {
+    sum = win_sum_;
+    covered = win_covered_;
+  } else {
+    for (const Bucket& b : ring_) {
+      if (b.index == INT64_MIN || b.index < lo || b.index > hi) continue;
+      sum += b.delta;
+      covered += b.dt_ns;
+    }
+    win_hi_ = hi;
+    win_sum_ = sum;
+    win_covered_ = covered;
+    win_ok_ = inexact_index_ < lo;  // no bucket of the window took an inexact delta
   }
   last_mean_valid_ = covered >= kBucketNs * 5;
   last_mean_ = covered > 0 ? sum * 1e9 / static_cast<double>(covered) : 0;
@@ -100,9 +109,24 @@ bool BurstWindow::Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, b
   const bool burst = last_mean_valid_ && rate > factor * last_mean_ && rate > floor;
   const int64_t idx = FloorDiv(ts_ns, kBucketNs);
   Bucket& slot = ring_[Mod(idx, kBuckets)];
-  if (slot.index != idx) slot = {idx, 0, 0};
+  if (slot.index != idx) {
+    if (InWindow(slot.index)) win_ok_ = false;  // a bucket of the window leaves the ring
+    slot = {idx, 0, 0};
+  }
   slot.delta += delta;
   slot.dt_ns += dt_ns;
+  // Exact: an integer in [0, 2^47] whose bucket stays within 2^47 (NaN fails).
+  constexpr double kExactMax = 140737488355328.0;  // 2^47
+  const bool exact = delta >= 0 && delta <= kExactMax &&
+                     delta == static_cast<double>(static_cast<int64_t>(delta)) &&
+                     slot.delta <= kExactMax;
+  if (!exact) {
+    inexact_index_ = std::max(inexact_index_, idx);
+    if (InWindow(idx)) win_ok_ = false;
+  } else if (win_ok_ && InWindow(idx)) {
+    win_sum_ += delta;
+    win_covered_ += dt_ns;
+  }
   return burst;
 }
 

@@ -16,7 +16,10 @@
 //    burst_factor x that mean AND the signal's absolute floor (BurstFloorFor);
 //    at least 500 ms of valid intervals must precede it.
 //    Intervals without a valid rate (first sample, reset, saturation) are not
-//    judged and do not enter the mean.
+//    judged and do not enter the mean. The mean's sums are kept from one Add
+//    to the next while the interval starts in the same bucket (at 10 ms polls,
+//    9 Adds in 10 touch one bucket instead of scanning the ring), exactly
+//    equal to a scan of the ring (see win_sum_).
 //
 // Thread-safety: none; each series' writer drives its own windows under the
 // series lock (store.cc).
@@ -113,6 +116,14 @@ class BurstWindow {
   // microburst.
   bool Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, bool valid, double factor,
            double floor);
+  // Where the fields end and the ring begins, and the bucket that an Add at
+  // ts_ns writes (for prefetching).
+  const void* ring() const { return ring_; }
+  const void* BucketOf(int64_t ts_ns) const {
+    // (Before 1970 any bucket: this is only a hint.)
+    return &ring_[ts_ns >= 0 ? static_cast<uint64_t>(ts_ns) / kBucketNs % kBuckets : 0];
+  }
+  static constexpr size_t kBucketBytes = 3 * sizeof(int64_t);
   // The trailing mean before the last Add, for tests; false without coverage.
   bool last_mean(double* out) const {
     *out = last_mean_;
@@ -125,9 +136,28 @@ class BurstWindow {
     double delta = 0;
     int64_t dt_ns = 0;
   };
-  Bucket ring_[kBuckets];
+  bool InWindow(int64_t index) const {
+    return index != INT64_MIN && index >= win_hi_ - 10 && index <= win_hi_;
+  }
+  // What every Add reads and writes comes first (next to the peak window's
+  // fields in the store's per-series aggregates), the ring after it: an Add
+  // that keeps the sums touches the fields' line and one bucket's.
+  //
+  // The window's sums as of the last scan of the ring, kept up to date by the
+  // Adds since then: the buckets [win_hi_ - 10, win_hi_], while win_ok_. A
+  // running sum equals the scan's (which adds in ring order) only when every
+  // partial sum is exact: every delta in the window an integer and every
+  // bucket at most 2^47, so that the sums stay below 2^53. Otherwise the
+  // ring is scanned as before, so the mean is the same to the bit either way.
+  double win_sum_ = 0;
+  int64_t win_covered_ = 0;
+  int64_t win_hi_ = 0;
+  int64_t inexact_index_ = INT64_MIN;  // the newest bucket that took an inexact delta
   double last_mean_ = 0;
+  bool win_ok_ = false;
   bool last_mean_valid_ = false;
+  Bucket ring_[kBuckets];
+  static_assert(sizeof(Bucket) == kBucketBytes);
 };
 
 }  // namespace fabricscope

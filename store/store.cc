@@ -408,21 +408,23 @@ struct Store::Chunk {
 
 struct Store::Series {
   Series(SeriesKey k, Signal s, const PeakGeometry& g)
-      : key(std::move(k)), signal(std::move(s)), tracker(signal.semantics) {
+      : signal(std::move(s)), tracker(signal.semantics), key(std::move(k)) {
     if (signal.semantics.kind != CounterKind::kGauge) {
       agg = std::make_unique<Aggregates>(g, BurstFloorFor(signal.name));
     }
   }
   struct Aggregates {
     Aggregates(const PeakGeometry& g, double f) : peak(g), floor(f) {}
+    // In the order an append uses them; the burst window's ring last.
     PeakWindow peak;
-    BurstWindow burst;
     double floor;
+    BurstWindow burst;
   };
 
-  const SeriesKey key;
+  // What an append reads and writes comes first, from `signal` to
+  // `head_serial` (Append(tick, readings) prefetches that range); the key and
+  // the sealed chain after it.
   const Signal signal;
-  uint64_t accounted = 0;  // per-series overhead, set once at registration
 
   mutable std::mutex mu;
   // Written by the series' writer under `mu`; the writer also reads them
@@ -436,6 +438,8 @@ struct Store::Series {
   size_t head_cap = 0;
   std::shared_ptr<TimeBlock> head_block;  // the head's time block (one budget reference)
   uint64_t head_serial = 0;               // set when the head gets its first sample
+  const SeriesKey key;
+  uint64_t accounted = 0;  // per-series overhead, set once at registration
   // Written by the writer (seal) and by evictors, always under `mu`.
   std::shared_ptr<Chunk> oldest;
   Chunk* newest = nullptr;  // owned through the chain from `oldest`
@@ -856,17 +860,21 @@ SeriesId Store::Restore(const SeriesKey& key, const Signal& signal, const Series
 void Store::Append(SeriesId id, int64_t ts_ns, uint64_t raw) {
   Series* s = Lookup(id);
   if (s == nullptr) return;
-  AppendSample(id, s, nullptr, ts_ns, ts_ns, raw);
+  AppendEvent ev;
+  AppendSample(id, s, nullptr, ts_ns, ts_ns, raw, &ev);
+  if (observer_ != nullptr) observer_->OnAppend(ev);
 }
 
 void Store::Append(SeriesId id, const TickRef& tick, uint64_t raw) {
   Series* s = Lookup(id);
   if (s == nullptr) return;
+  AppendEvent ev;
   if (tick.block == nullptr) {
-    AppendSample(id, s, nullptr, tick.ts_ns, tick.ts_ns, raw);
+    AppendSample(id, s, nullptr, tick.ts_ns, tick.ts_ns, raw, &ev);
   } else {
-    AppendSample(id, s, tick.block, tick.tick, tick.ts_ns, raw);
+    AppendSample(id, s, tick.block, tick.tick, tick.ts_ns, raw, &ev);
   }
+  if (observer_ != nullptr) observer_->OnAppend(ev);
 }
 
 namespace {
@@ -885,14 +893,19 @@ inline void PrefetchForWrite(const void* begin, const void* end) {
 void Store::PrefetchSeries(const Series* s) {
   // What an append reads and writes of the series itself: the signal (scale,
   // family), the lock, the counter tracker, the derived state and the head.
-  PrefetchForWrite(&s->signal, &s->oldest);
+  PrefetchForWrite(&s->signal, &s->key);
 }
 
-void Store::PrefetchAppendState(const Series* s) {
-  // The head chunk's write position and the aggregate windows.
+void Store::PrefetchAppendState(const Series* s, int64_t ts_ns) {
+  // The head chunk's write position and what an append touches of the
+  // aggregate windows: their fields and the burst window's bucket of ts_ns.
   const uint8_t* write = s->head_data.get() + ChunkWriter::ByteSize(s->head);
   PrefetchForWrite(write, write + kMaxSampleBytes);
-  if (s->agg != nullptr) PrefetchForWrite(s->agg.get(), s->agg.get() + 1);
+  if (s->agg != nullptr) {
+    PrefetchForWrite(s->agg.get(), s->agg->burst.ring());
+    const void* bucket = s->agg->burst.BucketOf(ts_ns);
+    PrefetchForWrite(bucket, static_cast<const uint8_t*>(bucket) + BurstWindow::kBucketBytes);
+  }
 }
 
 void Store::Append(const TickRef& tick, absl::Span<const SeriesReading> readings) {
@@ -903,25 +916,35 @@ void Store::Append(const TickRef& tick, absl::Span<const SeriesReading> readings
   constexpr size_t kAhead = 4;
   constexpr size_t kRing = 2 * kAhead;
   Series* ring[kRing] = {};
+  // The observer's events, delivered kEvents at a time (one detector-engine
+  // lock for all of them) after their appends.
+  constexpr size_t kEvents = 32;
+  AppendEvent events[kEvents];
+  size_t pending = 0;
   const size_t n = readings.size();
   for (size_t j = 0; j < std::min(n, kRing); ++j) {
     ring[j] = Lookup(readings[j].id);
     if (ring[j] != nullptr) PrefetchSeries(ring[j]);
   }
   for (size_t j = 0; j < std::min(n, kAhead); ++j) {
-    if (ring[j] != nullptr) PrefetchAppendState(ring[j]);
+    if (ring[j] != nullptr) PrefetchAppendState(ring[j], tick.ts_ns);
   }
   for (size_t i = 0; i < n; ++i) {
     Series* s = ring[i % kRing];
     if (i + kAhead < n) {
       Series* next = ring[(i + kAhead) % kRing];
-      if (next != nullptr) PrefetchAppendState(next);
+      if (next != nullptr) PrefetchAppendState(next, tick.ts_ns);
     }
     if (s != nullptr) {
+      AppendEvent& ev = events[pending];  // AppendSample sets every field
       if (tick.block == nullptr) {
-        AppendSample(readings[i].id, s, nullptr, tick.ts_ns, tick.ts_ns, readings[i].raw);
+        AppendSample(readings[i].id, s, nullptr, tick.ts_ns, tick.ts_ns, readings[i].raw, &ev);
       } else {
-        AppendSample(readings[i].id, s, tick.block, tick.tick, tick.ts_ns, readings[i].raw);
+        AppendSample(readings[i].id, s, tick.block, tick.tick, tick.ts_ns, readings[i].raw, &ev);
+      }
+      if (observer_ != nullptr && ++pending == kEvents) {
+        observer_->OnAppends(absl::MakeConstSpan(events, pending));
+        pending = 0;
       }
     }
     if (i + kRing < n) {
@@ -930,10 +953,11 @@ void Store::Append(const TickRef& tick, absl::Span<const SeriesReading> readings
       if (far != nullptr) PrefetchSeries(far);
     }
   }
+  if (pending > 0) observer_->OnAppends(absl::MakeConstSpan(events, pending));
 }
 
 void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
-                         int64_t ts_ns, uint64_t raw) {
+                         int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
   // Writer-owned head fields: read without the lock (see Series).
   if (s->head.count > 0 && s->head_block != block) {
     PrepareHead(s, /*seal=*/true);
@@ -941,7 +965,6 @@ void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock
              ChunkWriter::ByteSize(s->head) + kMaxSampleBytes > s->head_cap) {
     PrepareHead(s, /*seal=*/false);
   }
-  AppendEvent ev;
   {
     std::lock_guard lock(s->mu);
     if (s->head.count == 0) {
@@ -952,14 +975,11 @@ void Store::AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock
         if (block != nullptr) block->refs.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    AppendLocked(s, t, ts_ns, raw, &ev);
+    AppendLocked(s, t, ts_ns, raw, ev);
   }
-  if (observer_ != nullptr) {
-    ev.id = id;
-    ev.key = &s->key;
-    ev.signal = &s->signal;
-    observer_->OnAppend(ev);
-  }
+  ev->id = id;
+  ev->key = &s->key;
+  ev->signal = &s->signal;
 }
 
 void Store::AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, AppendEvent* ev) {
@@ -998,6 +1018,7 @@ void Store::AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, Appe
   ev->rate = st.last_rate;
   ev->delta = st.rate_valid ? static_cast<double>(u.delta) * scale : 0;
   ev->value = st.total;
+  ev->microburst = false;
   if (s->agg != nullptr && st.has_value) {
     s->agg->peak.Add(ts_ns, st.last_rate, st.rate_valid);
     st.peak_valid = s->agg->peak.peak(&st.peak_rate);

@@ -218,6 +218,13 @@ class AppendObserver {
  public:
   virtual ~AppendObserver() = default;
   virtual void OnAppend(const AppendEvent& event) = 0;
+  // The events of consecutive appends of one Store::Append(tick, readings)
+  // call, in order, after those appends (up to 32 at a time): exactly
+  // OnAppend for each, which is what this default does; an observer that
+  // takes a lock per event can take it once.
+  virtual void OnAppends(absl::Span<const AppendEvent> events) {
+    for (const AppendEvent& e : events) OnAppend(e);
+  }
 };
 
 struct SeriesSnapshot {
@@ -309,7 +316,9 @@ class Store {
   // Appends the readings of one tick, in order: exactly Append(r.id, tick,
   // r.raw) for each, but the state of the series a few readings ahead is
   // prefetched meanwhile (a tick's series are cold in the cache), so the
-  // cache misses of consecutive series overlap. Only the series' writer.
+  // cache misses of consecutive series overlap, and the observer gets the
+  // events of up to 32 appends in one OnAppends call after them (the same
+  // events in the same order). Only the series' writer.
   void Append(const TickRef& tick, absl::Span<const SeriesReading> readings);
 
   // Installs the observer of every Append (nullptr: none). Call before the
@@ -435,7 +444,7 @@ class Store {
   // Append(tick, readings)'s two prefetch stages: the series' own fields,
   // then (those in cache) what they point to that an append touches.
   static void PrefetchSeries(const Series* s);
-  static void PrefetchAppendState(const Series* s);
+  static void PrefetchAppendState(const Series* s, int64_t ts_ns);
   // Accounts `bytes` against the budget, evicting the oldest chunks as needed;
   // false (nothing accounted) when even an empty store could not hold them.
   bool Reserve(uint64_t bytes);
@@ -446,10 +455,12 @@ class Store {
   // Writer only: makes room in the head chunk for one more sample (grow or
   // seal); `seal` forces the seal (the next sample is on another block).
   void PrepareHead(Series* s, bool seal);
-  // Writer only: the common part of both Appends.
+  // Writer only: the common part of the Appends; sets every field of `ev`
+  // (the observer's event, which the caller delivers).
   void AppendSample(SeriesId id, Series* s, const std::shared_ptr<TimeBlock>& block, int64_t t,
-                    int64_t ts_ns, uint64_t raw);
-  // Writer only, under s->mu: records one sample and fills `ev`.
+                    int64_t ts_ns, uint64_t raw, AppendEvent* ev);
+  // Writer only, under s->mu: records one sample and fills `ev` (all but
+  // id, key and signal).
   void AppendLocked(Series* s, int64_t t, int64_t ts_ns, uint64_t raw, AppendEvent* ev);
   void DropHead(Series* s);
   // Writer (or Restore): links a copy of `used` bytes of `data` as the

@@ -42,16 +42,35 @@ DetectorEngine::DetectorEngine(const DetectorRegistry& registry, DetectorOptions
 
 DetectorEngine::~DetectorEngine() = default;
 
-void DetectorEngine::OnAppend(const AppendEvent& ev) {
-  if (ev.signal == nullptr || ev.key == nullptr) return;
+const std::vector<DetectorEngine::Reader>* DetectorEngine::ReadersOf(const AppendEvent& ev) const {
+  if (ev.signal == nullptr || ev.key == nullptr) return nullptr;
   auto it = by_family_.find(ev.signal->family);
-  if (it == by_family_.end()) return;
+  return it == by_family_.end() ? nullptr : &it->second;
+}
+
+void DetectorEngine::OnAppend(const AppendEvent& ev) {
+  const std::vector<Reader>* readers = ReadersOf(ev);
+  if (readers == nullptr) return;
   std::lock_guard lock(mu_);
+  ObserveLocked(ev, *readers);
+}
+
+void DetectorEngine::OnAppends(absl::Span<const AppendEvent> events) {
+  std::unique_lock lock(mu_, std::defer_lock);
+  for (const AppendEvent& ev : events) {
+    const std::vector<Reader>* readers = ReadersOf(ev);
+    if (readers == nullptr) continue;
+    if (!lock.owns_lock()) lock.lock();
+    ObserveLocked(ev, *readers);
+  }
+}
+
+void DetectorEngine::ObserveLocked(const AppendEvent& ev, const std::vector<Reader>& readers) {
   Interest* interest = per_series_ ? interest_.Get(ev.id) : nullptr;
   if (interest == nullptr) {
     // An id past the table (or too many detectors): asked on every sample.
     context_->Learn(*ev.key);
-    for (const Reader& r : it->second) {
+    for (const Reader& r : readers) {
       if (r.detector->Reads(*ev.signal)) r.detector->Observe(ev);
     }
     SweepLocked(ev.end_ns);
@@ -63,11 +82,11 @@ void DetectorEngine::OnAppend(const AppendEvent& ev) {
     context_->Learn(*ev.key);
     interest->signal = ev.signal;
     interest->readers = 0;
-    for (const Reader& r : it->second) {
+    for (const Reader& r : readers) {
       if (r.detector->Reads(*ev.signal)) interest->readers |= r.bit;
     }
   }
-  for (const Reader& r : it->second) {
+  for (const Reader& r : readers) {
     if ((interest->readers & r.bit) != 0) r.detector->Observe(ev);
   }
   SweepLocked(ev.end_ns);

@@ -38,8 +38,9 @@
 //
 // Thread-safety: OnAppend may be called concurrently from tier threads; one
 // mutex guards all detector state (O(1) work per relevant sample; samples of
-// families no detector reads return before taking it). Every call into a
-// detector or the DetectorContext happens with it held.
+// families no detector reads return before taking it; OnAppends, a tick's
+// events from Store::Append(tick, readings), takes it once for up to 32).
+// Every call into a detector or the DetectorContext happens with it held.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +77,9 @@ class DetectorEngine final : public AppendObserver {
   ~DetectorEngine() override;
 
   void OnAppend(const AppendEvent& event) override;
+  // The same for each event, under one lock (taken at the first event of a
+  // family some detector reads).
+  void OnAppends(absl::Span<const AppendEvent> events) override;
 
   // Ends active episodes whose input stopped (see above) as of `now_ns`
   // (unix ns). The daemon calls it on every medium-tier tick, so that this
@@ -117,6 +121,11 @@ class DetectorEngine final : public AppendObserver {
   int64_t last_sweep_ns_ ABSL_GUARDED_BY(mu_) = INT64_MIN;
 
   void SweepLocked(int64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The detectors of ev's family (nullptr: none reads it); immutable.
+  const std::vector<Reader>* ReadersOf(const AppendEvent& ev) const;
+  // OnAppend's work for an event that ReadersOf found `readers` for.
+  void ObserveLocked(const AppendEvent& ev, const std::vector<Reader>& readers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace fabricscope

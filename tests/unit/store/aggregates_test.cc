@@ -1,6 +1,11 @@
 // Peak window expiry, burst factor / floor, and pause fraction through the store.
 #include "store/aggregates.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
 #include "gtest/gtest.h"
 #include "store/store.h"
 
@@ -102,6 +107,112 @@ TEST(BurstWindowTest, NeedsHalfASecondOfHistory) {
   EXPECT_FALSE(b.Add(t += dt, dt, 1000, 1e5, true, 8, 1));  // only 200 ms before it
   for (int i = 0; i < 60; ++i) b.Add(t += dt, dt, 0, 0, true, 8, 1);
   EXPECT_TRUE(b.Add(t += dt, dt, 1000, 1e5, true, 8, 1));
+}
+
+// The window as it was before its sums were kept between Adds: the ring
+// scanned whole on every Add. The kept sums must give the same mean to the bit.
+class ScanningBurstWindow {
+ public:
+  bool Add(int64_t ts_ns, int64_t dt_ns, double delta, double rate, bool valid, double factor,
+           double floor) {
+    const int64_t hi = FloorDiv(ts_ns - dt_ns, BurstWindow::kBucketNs);
+    const int64_t lo = hi - 10;
+    double sum = 0;
+    int64_t covered = 0;
+    for (const Bucket& b : ring_) {
+      if (b.index == INT64_MIN || b.index < lo || b.index > hi) continue;
+      sum += b.delta;
+      covered += b.dt_ns;
+    }
+    last_mean_valid_ = covered >= BurstWindow::kBucketNs * 5;
+    last_mean_ = covered > 0 ? sum * 1e9 / static_cast<double>(covered) : 0;
+    if (!valid || dt_ns <= 0) return false;
+    const bool burst = last_mean_valid_ && rate > factor * last_mean_ && rate > floor;
+    const int64_t idx = FloorDiv(ts_ns, BurstWindow::kBucketNs);
+    int64_t m = idx % BurstWindow::kBuckets;
+    Bucket& slot = ring_[m < 0 ? m + BurstWindow::kBuckets : m];
+    if (slot.index != idx) slot = {idx, 0, 0};
+    slot.delta += delta;
+    slot.dt_ns += dt_ns;
+    return burst;
+  }
+  bool last_mean(double* out) const {
+    *out = last_mean_;
+    return last_mean_valid_;
+  }
+
+ private:
+  static int64_t FloorDiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+  struct Bucket {
+    int64_t index = INT64_MIN;
+    double delta = 0;
+    int64_t dt_ns = 0;
+  };
+  Bucket ring_[BurstWindow::kBuckets];
+  double last_mean_ = 0;
+  bool last_mean_valid_ = false;
+};
+
+// Random runs of intervals: poll periods from 1 ms to 1.5 s (mostly 10 ms),
+// clock steps back and forth, invalid intervals, integer deltas small and
+// beyond 2^47, fractional deltas (scaled counters), NaN and infinity. Every
+// Add's verdict and mean equal the scanning window's, to the bit.
+TEST(BurstWindowTest, KeptSumsEqualAScanOfTheRing) {
+  std::mt19937_64 rng(20261202);
+  for (int run = 0; run < 400; ++run) {
+    BurstWindow kept;
+    ScanningBurstWindow scan;
+    int64_t ts = static_cast<int64_t>(rng() % (1000 * kSec)) - 500 * kSec;
+    const int mode = run % 5;  // 0, 1: integers; 2: fractions; 3: mixed; 4: huge and odd
+    for (int i = 0; i < 3000; ++i) {
+      int64_t dt = 10 * kMs;
+      const uint64_t r = rng() % 100;
+      if (r < 5)
+        dt = static_cast<int64_t>(rng() % (1500 * kMs)) + 1;
+      else if (r < 8)
+        dt = static_cast<int64_t>(rng() % kMs) + 1;
+      else if (r == 8)
+        dt = -static_cast<int64_t>(rng() % (3 * kSec));  // clock step back
+      else if (r == 9)
+        dt = 0;
+      ts += dt;
+      double delta = static_cast<double>(rng() % 1000);
+      if (mode == 1 && rng() % 50 == 0) delta = static_cast<double>(rng() % (uint64_t{1} << 50));
+      if (mode == 2) delta = static_cast<double>(rng() % 100000) * 0.001;
+      if (mode == 3 && rng() % 20 == 0) delta += 0.25;
+      if (mode == 4) {
+        const uint64_t k = rng() % 40;
+        if (k == 0)
+          delta = std::numeric_limits<double>::quiet_NaN();
+        else if (k == 1)
+          delta = std::numeric_limits<double>::infinity();
+        else if (k == 2)
+          delta = 140737488355328.0 - static_cast<double>(rng() % 3);  // ~2^47
+        else if (k == 3)
+          delta = -static_cast<double>(rng() % 5);
+        else if (k == 4)
+          delta = 1e300;
+      }
+      const bool valid = rng() % 50 != 0;
+      const double rate = dt > 0 ? delta * 1e9 / static_cast<double>(dt) : 0;
+      const double factor = 2 + static_cast<double>(rng() % 3);
+      const bool a = kept.Add(ts, dt, delta, rate, valid, factor, 10);
+      const bool b = scan.Add(ts, dt, delta, rate, valid, factor, 10);
+      ASSERT_EQ(a, b) << "run " << run << " add " << i;
+      double ma, mb;
+      ASSERT_EQ(kept.last_mean(&ma), scan.last_mean(&mb)) << "run " << run << " add " << i;
+      if (std::isnan(mb)) {
+        ASSERT_TRUE(std::isnan(ma)) << "run " << run << " add " << i;
+      } else {
+        ASSERT_EQ(std::memcmp(&ma, &mb, sizeof(double)), 0)
+            << "run " << run << " add " << i << ": " << ma << " vs " << mb;
+      }
+    }
+  }
 }
 
 Signal EcnSignal() {

@@ -135,8 +135,15 @@ class EventRecorder final : public AppendObserver {
     EXPECT_NE(e.key, nullptr);
     EXPECT_NE(e.signal, nullptr);
   }
+  void OnAppends(absl::Span<const AppendEvent> events) override {
+    EXPECT_GT(events.size(), 0u);
+    EXPECT_LE(events.size(), 32u);
+    ++batches;
+    for (const AppendEvent& e : events) OnAppend(e);
+  }
   using Event = std::tuple<SeriesId, int64_t, int64_t, bool, double, double, bool, double, bool>;
   std::vector<Event> events;
+  uint64_t batches = 0;  // OnAppends calls
 };
 
 void ExpectSameStore(const Store& a, const Store& b, SeriesId n) {
@@ -245,6 +252,9 @@ TEST(StoreTickTest, BatchAppendIsExactlyOneAppendPerReading) {
   ExpectSameStore(one, batch, kSeries);
   EXPECT_EQ(one_events.events, batch_events.events);
   EXPECT_GT(one_events.events.size(), 100'000u);
+  // The batched appends' events came through OnAppends, 32 at a time at most.
+  EXPECT_EQ(one_events.batches, 0u);
+  EXPECT_GE(batch_events.batches, batch_events.events.size() / 32);
 }
 
 TEST(StoreTickTest, OwnTimestampAppendsMixWithTicks) {

@@ -3,11 +3,14 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/signals.h"
 #include "daemon/detect/detector.h"
 #include "daemon/detect/episode.h"
@@ -463,6 +466,94 @@ TEST_F(DetectorsTest, MicroburstsCloseTogetherAreOneEpisode) {
   EXPECT_EQ(ev[0].end_unix_nano, kT0 + 2120 * kMs);
   EXPECT_NEAR(ev[0].peak, 12e9, 1e8);
   EXPECT_EQ(ev[1].start_unix_nano, kT0 + 4000 * kMs);
+}
+
+// A tick's events through OnAppends (Store::Append(tick, readings): one
+// engine lock per up to 32 events) and one OnAppend per reading give the same
+// episodes: microbursts, a PFC storm, a retransmit spike and a link flap on
+// two ports, with series of families no detector reads among them.
+TEST(DetectorEngineBatchTest, OnAppendsIsOnAppendPerEvent) {
+  struct World {
+    MetricsRegistry metrics;
+    Store store;
+    PortInventory ports;
+    EventLog events{1000, &metrics};
+    DetectorEngine engine{DetectorOptions{}, &ports, &events, &metrics};
+    TickColumn* column = nullptr;
+    World() {
+      store.SetObserver(&engine);
+      ports.Upsert({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
+      ports.Upsert({"mlx5_1", 1, "eth3", "Ethernet", "ACTIVE", "100 Gb/sec (4X EDR)", true});
+      column = store.AddTickColumn(absl::Milliseconds(10));
+    }
+  };
+  World one;
+  World batch;
+  const std::vector<SeriesKey> keys = {
+      {"counters", "port_rcv_data", "mlx5_0", 1, "eth2"},
+      {"counters", "port_xmit_data", "mlx5_1", 1, "eth3"},
+      {"ethtool", "rx_prio3_pause_duration", "", 0, "eth2"},
+      {"ethtool", "tx_prio3_pause_duration", "", 0, "eth3"},
+      {"hw_counters", "out_of_sequence", "mlx5_0", 1, "eth2"},
+      {"hw_counters", "np_ecn_marked_roce_packets", "mlx5_1", 1, "eth3"},
+      {"hw_counters", "np_cnp_sent", "mlx5_1", 1, "eth3"},
+      {"counters", "link_downed", "mlx5_1", 1, "eth3"},
+      {"counters", "port_rcv_packets", "mlx5_0", 1, "eth2"},
+      {"hw_counters", "rx_write_requests", "mlx5_0", 1, "eth2"},
+  };
+  for (const SeriesKey& k : keys) {
+    const std::optional<Signal> sig = MapCounter(k);
+    ASSERT_TRUE(sig.has_value()) << k.name;
+    ASSERT_EQ(one.store.Register(k, *sig), batch.store.Register(k, *sig));
+  }
+  std::vector<uint64_t> v(keys.size());
+  std::mt19937_64 rng(7);
+  std::vector<SeriesReading> readings;
+  for (int64_t t = 0; t <= 60 * kSec; t += 10 * kMs) {
+    const bool burst = (t / (1300 * kMs)) % 3 == 0 && t % (1300 * kMs) < 30 * kMs;
+    const bool storm = t > 20 * kSec && t < 23 * kSec;
+    v[0] += 2'500'000 + rng() % 100'000 + (burst ? 30'000'000 : 0);
+    v[1] += 2'000'000 + rng() % 100'000 + (t % (7 * kSec) < 20 * kMs ? 40'000'000 : 0);
+    v[2] += storm ? 9'500 + rng() % 400 : rng() % 50;
+    v[3] += 4'000 + rng() % 100;
+    v[4] += (t > 40 * kSec && t < 42 * kSec) ? 5 + rng() % 3 : (rng() % 50 == 0 ? 1 : 0);
+    v[5] += rng() % 20 + (burst ? 500 : 0);
+    v[6] += rng() % 10;
+    if (t == 30 * kSec || t == 30 * kSec + 200 * kMs) ++v[7];
+    v[8] += 10'000 + rng() % 100;
+    v[9] += rng() % 1000;
+    readings.clear();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      readings.push_back({static_cast<SeriesId>(i), v[i]});
+    }
+    const TickRef t_one = one.store.Tick(one.column, kT0 + t);
+    const TickRef t_batch = batch.store.Tick(batch.column, kT0 + t);
+    for (const SeriesReading& r : readings) one.store.Append(r.id, t_one, r.raw);
+    batch.store.Append(t_batch, readings);
+  }
+  const std::vector<DetectorEvent> a = one.events.All();
+  const std::vector<DetectorEvent> b = batch.events.All();
+  ASSERT_EQ(a.size(), b.size());
+  std::set<std::string> detectors;
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    detectors.insert(a[i].detector);
+    EXPECT_EQ(a[i].detector, b[i].detector);
+    EXPECT_EQ(a[i].kind, b[i].kind);
+    EXPECT_EQ(a[i].device, b[i].device);
+    EXPECT_EQ(a[i].netdev, b[i].netdev);
+    EXPECT_EQ(a[i].direction, b[i].direction);
+    EXPECT_EQ(a[i].start_unix_nano, b[i].start_unix_nano);
+    EXPECT_EQ(a[i].end_unix_nano, b[i].end_unix_nano);
+    EXPECT_EQ(a[i].detected_unix_nano, b[i].detected_unix_nano);
+    EXPECT_EQ(a[i].peak, b[i].peak);
+    EXPECT_EQ(a[i].summary, b[i].summary);
+    EXPECT_EQ(a[i].signals, b[i].signals);
+    EXPECT_EQ(a[i].merged_into, b[i].merged_into);
+  }
+  // The scenario reached several detectors (else it would prove little).
+  EXPECT_GE(detectors.size(), 3u) << absl::StrJoin(detectors, ",");
+  EXPECT_EQ(one.engine.ActiveCount(""), batch.engine.ActiveCount(""));
 }
 
 TEST_F(DetectorsTest, DisabledDetectorsSeeNothingAndBadOptionsAreNamed) {
