@@ -54,7 +54,16 @@ struct Fixture {
       netdevs.push_back(absl::StrCat("eth", d));
     }
     for (int d = 0; d < num_ports; ++d) {
-      ports.Upsert({devices[d], 1, netdevs[d], "Ethernet", "ACTIVE", "100 Gb/sec", true});
+      PortInfo port;
+      port.device = devices[d];
+      port.port = 1;
+      port.netdev = netdevs[d];
+      port.link_layer = "Ethernet";
+      port.state = "ACTIVE";
+      port.rate = "100 Gb/sec";
+      port.present = true;
+      // driver and fw_ver stay empty (the correlator does not read them).
+      ports.Upsert(port);
       for (absl::string_view n : hot) {  // 12 hw_counters
         SeriesKey k{"hw_counters", std::string(n), devices[d], 1, ""};
         hot_ids.push_back(store.Register(k, *MapCounter(k)));
