@@ -173,7 +173,6 @@ struct SegmentIndex {
   uint64_t serial = 0;                // 0: empty slot
   std::vector<Segment> segments;      // complete segments, oldest first
   std::vector<SegmentBounds> bounds;  // ... their bounds, alike
-  std::vector<uint32_t> above32;      // the segments whose summary has above32, ascending
   ChunkCheckpoint next;               // the first sample after them
   int64_t next_ts = 0;                // ... its real timestamp (index > 0: the last one's)
   // The header of the samples after the complete segments (real timestamps)
@@ -185,8 +184,7 @@ struct SegmentIndex {
 };
 
 // Index bytes per segment, as accounted.
-// (`above32` holds at most one entry per segment.)
-constexpr int64_t kSegmentBytes = sizeof(Segment) + sizeof(SegmentBounds) + sizeof(uint32_t);
+constexpr int64_t kSegmentBytes = sizeof(Segment) + sizeof(SegmentBounds);
 
 // Per thread: direct-mapped by serial, bounded in bytes. A thread's cache
 // (its slot table and every slot's segments) is cleared whole, but for the
@@ -215,7 +213,6 @@ class SegmentCache {
       Add(-static_cast<int64_t>(e->segments.capacity()) * kSegmentBytes);
       std::vector<Segment>().swap(e->segments);
       std::vector<SegmentBounds>().swap(e->bounds);
-      std::vector<uint32_t>().swap(e->above32);
       e->serial = serial;
       e->next = ChunkCheckpoint{};
       e->next_ts = 0;
@@ -240,7 +237,6 @@ class SegmentCache {
       freed += static_cast<int64_t>(e.segments.capacity()) * kSegmentBytes;
       std::vector<Segment>().swap(e.segments);
       std::vector<SegmentBounds>().swap(e.bounds);
-      std::vector<uint32_t>().swap(e.above32);
       e.serial = 0;
     }
     Add(-freed);
@@ -333,7 +329,6 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
     }
     seg.summary.header = HeaderOf(*tmp);
     SummarizeSamples(sem, *tmp, &seg.summary);
-    if (seg.summary.above32) idx->above32.push_back(static_cast<uint32_t>(idx->segments.size()));
     idx->segments.push_back(seg);
     const ChunkHeader& sh = seg.summary.header;
     const int64_t upto =
@@ -1179,26 +1174,8 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     const ChunkCheckpoint rest = idx->next;
     const SegmentBounds* const bounds = idx->bounds.data();
     const auto [first, last] = SegmentSpan(*idx, from_ns, to_ns);
-    // (At most to_ns: a run's last segment is then in the range.)
-    const int64_t last_value_only = std::min(scanner->LastValueOnlyUpTo(), to_ns);
     for (size_t k = first; k < last; ++k) {
       if (bounds[k].max_ts < from_ns || bounds[k].min_ts > to_ns) continue;
-      // A run of segments from k on that matter only through their last
-      // value (RangeScanner::LastValueOnlyUpTo): only its last one is
-      // offered. From k on every min_ts is >= from_ns (min_onward); up to j
-      // every max_ts is <= the bound (max_upto only grows); a segment with
-      // above32 ends the run.
-      if (bounds[k].min_onward >= from_ns && bounds[k].max_upto <= last_value_only &&
-          !scanner->Satisfied()) {
-        size_t j = std::partition_point(bounds + k, bounds + last,
-                                        [last_value_only](const SegmentBounds& b) {
-                                          return b.max_upto <= last_value_only;
-                                        }) -
-                   bounds - 1;
-        const auto a32 = std::lower_bound(idx->above32.begin(), idx->above32.end(), k);
-        if (a32 != idx->above32.end()) j = std::min<size_t>(j, *a32);
-        k = j;
-      }
       const Segment& seg = idx->segments[k];
       const ChunkHeader& sh = seg.summary.header;
       const RangeScanner::Plan plan = scanner->PlanChunk(sh);
@@ -1441,22 +1418,9 @@ void Store::ScanAhead::Step(Cursor* c, SeriesId id, size_t step) {
         std::tie(p.first, p.last) = SegmentSpan(*idx, from_ns_, to_ns_);
         const Segment* segs = idx->segments.data();
         const SegmentBounds* bounds = idx->bounds.data();
-        // The records the walk reads: the decoded segments', the one before
-        // the first of them (a run before it is offered by its last one:
-        // RangeScanner::LastValueOnlyUpTo) and the next few after it.
-        size_t first_decoded = p.last;
+        PrefetchLines(segs + p.first, segs + p.last, 6);  // the walk's start
         for (size_t g = p.first; g < p.last; ++g) {
-          if (!decodes(bounds[g].min_ts, bounds[g].max_ts)) continue;
-          if (first_decoded == p.last) first_decoded = g;
-          PrefetchLines(segs + g, segs + g + 1, 3);
-        }
-        if (first_decoded == p.last) {
-          PrefetchLines(segs + p.first, segs + p.last, 6);
-        } else {
-          if (first_decoded > p.first) {
-            PrefetchLines(segs + first_decoded - 1, segs + first_decoded, 3);
-          }
-          PrefetchLines(segs + first_decoded + 1, segs + p.last, 6);
+          if (decodes(bounds[g].min_ts, bounds[g].max_ts)) PrefetchLines(segs + g, segs + g + 1, 3);
         }
       }
       return;

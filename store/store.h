@@ -186,15 +186,6 @@ class RangeScanner {
   // segment's header: its last sample is the rest's); it decodes the rest
   // unless that plans kSkip. Default: never.
   virtual bool Satisfied() const { return false; }
-  // A time B (INT64_MIN: none) such that, while the scanner is not
-  // Satisfied(), a segment of a long chunk with from_ns <= min_ts and
-  // max_ts <= B whose summary has no `above32` would be planned kSummary and
-  // leave the scanner exactly as if only its last sample counted (the next
-  // such segment's summary overrides everything this one's did), so that
-  // did: a run of consecutive such segments leaves the scanner as the run's
-  // last one alone would. The store may then offer only the run's last
-  // segment (a segment with `above32` ends a run). Default: none.
-  virtual int64_t LastValueOnlyUpTo() const { return INT64_MIN; }
 };
 
 // One appended sample, as the store judged it (Store::SetObserver).

@@ -286,14 +286,6 @@ class WindowAccumulator final : public RangeScanner {
   // Past the window, only the range's last sample still counts (PlanChunk).
   bool Satisfied() const override { return done_; }
 
-  // A segment at or after the range's start and wholly at or before the
-  // baseline's start is planned kSummary (PlanChunk: its last sample is in
-  // the range) and only moves the tracker to its last value, unless it has
-  // samples above 32 bits (OnSummary): of a run of them, the last one alone
-  // leaves the same state (its front timestamp, at or before t0, makes no
-  // before-first time either way).
-  int64_t LastValueOnlyUpTo() const override { return b0_; }
-
   void set_to_ns(int64_t to_ns) { to_ns_ = to_ns; }
 
  private:

@@ -428,62 +428,6 @@ TEST(WindowStatsStoreTest, ScanRangeSummariesSumTheChunksIntervals) {
   EXPECT_NEAR(scan.delta, inner, 1e-6 * inner);
 }
 
-// RangeScanner::LastValueOnlyUpTo: of a run of segments wholly at or after
-// the range's start and at or before the scanner's bound, only the last one
-// is offered, and a segment whose samples go above 32 bits ends a run (the
-// correlator's scanner switches a kWrap32 counter to 64 bits on it). One
-// head chunk of 1,000 samples at 10 ms (segments of 64: 640 ms each), the
-// values above 32 bits in samples 300-319 (segment 4).
-TEST(WindowStatsStoreTest, ScanRangeOffersARunOfLastValueSegmentsByItsLast) {
-  Store store;
-  const SeriesId id = store.Register(SeriesKey{"hw_counters", "x", "mlx5_0", 1, ""},
-                                     SignalWith({CounterKind::kCounter64, 64}, 1.0));
-  for (int64_t i = 0; i < 1000; ++i) {
-    store.Append(id, kT + i * 10 * kMs, (i >= 300 && i < 320 ? uint64_t{1} << 33 : 0) + i);
-  }
-  class Offered : public RangeScanner {
-   public:
-    explicit Offered(int64_t bound) : bound_(bound) {}
-    Plan PlanChunk(const ChunkHeader& h) override {
-      if (h.count > 64) return Plan::kSamples;  // the chunk: by its segments
-      first_ts.push_back(h.first_ts);
-      return h.max_ts <= bound_ ? Plan::kSummary : Plan::kSkip;
-    }
-    bool OnSummary(const ChunkSummary&) override { return true; }
-    void OnSamples(absl::Span<const Sample>) override {}
-    int64_t LastValueOnlyUpTo() const override { return bound_; }
-    std::vector<int64_t> first_ts;
-
-   private:
-    const int64_t bound_;
-  };
-  const int64_t from = kT + 1000 * kMs;  // in segment 1 (640-1270 ms)
-  const int64_t to = kT + 6000 * kMs;    // in segment 9
-  auto seg = [](int64_t k) { return kT + k * 640 * kMs; };
-  {
-    Offered all(INT64_MIN);  // no run: every segment that overlaps the range
-    store.ScanRange(id, from, to, &all);
-    EXPECT_EQ(all.first_ts, (std::vector<int64_t>{seg(1), seg(2), seg(3), seg(4), seg(5), seg(6),
-                                                  seg(7), seg(8), seg(9)}));
-  }
-  {
-    // Segment 1 starts before the range; 2-4 end at segment 4 (above 32
-    // bits), 5-6 are a run; 7 (4480-5110 ms) ends past the bound.
-    Offered runs(kT + 5000 * kMs);
-    store.ScanRange(id, from, to, &runs);
-    EXPECT_EQ(runs.first_ts,
-              (std::vector<int64_t>{seg(1), seg(4), seg(6), seg(7), seg(8), seg(9)}));
-  }
-  {
-    // A bound past the range's end is taken as the end: a run ends at
-    // segment 8, and segment 9 (5760-6390 ms) reaching past the range is
-    // offered as itself.
-    Offered past(INT64_MAX);
-    store.ScanRange(id, from, to, &past);
-    EXPECT_EQ(past.first_ts, (std::vector<int64_t>{seg(1), seg(4), seg(8), seg(9)}));
-  }
-}
-
 // Summaries are computed by whichever scan comes first and published with
 // the chunk while the writer keeps appending: every scan sees the same
 // summary for a chunk (and the writer's sealing never disturbs it). The head
