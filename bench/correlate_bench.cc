@@ -14,7 +14,8 @@
 // partners: the span is scoped to mlx5_0/eth0, and the topology is copied once
 // per span. BM_CorrelateOneSpan1000Series: 28 ports, each with the same 20
 // hot-tier series and 16 pause-time series at 100 ms (1,008 series), one
-// unhinted span.
+// unhinted span; BM_CorrelateFixedSpans1000Series the same for exactly 24 spans
+// (instruction counts under callgrind).
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -173,6 +174,14 @@ void BM_CorrelateOneSpan1000Series(benchmark::State& state) { Run(state, "", Big
 BENCHMARK(BM_CorrelateOneSpan64Series)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CorrelateGpuScopedSpan)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CorrelateOneSpan1000Series)->Arg(1000)->Unit(benchmark::kMicrosecond);
+// The same with a fixed span count (the first 24 of the bench's span sequence,
+// the first one cold): for instruction counts that compare builds span for
+// span (valgrind --tool=callgrind), which a timed span count does not.
+void BM_CorrelateFixedSpans1000Series(benchmark::State& state) { Run(state, "", Big()); }
+BENCHMARK(BM_CorrelateFixedSpans1000Series)
+    ->Arg(1000)
+    ->Iterations(24)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace fabricscope
