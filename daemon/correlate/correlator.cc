@@ -655,12 +655,24 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   // allocated once.
   std::vector<std::pair<const SeriesSnapshot*, SignalClass>> in_scope;
   in_scope.reserve(all.size());
-  for (const SeriesSnapshot& snap : all) {
-    if (snap.key == nullptr || snap.signal == nullptr) continue;
-    const SignalClass cls = ClassifySignal(*snap.signal);
-    if (cls == SignalClass::kIgnored) continue;
-    if (!scope.Contains(*snap.key)) continue;
-    in_scope.emplace_back(&snap, cls);
+  constexpr SeriesId kMaxCachedClasses = 1 << 24;
+  {
+    std::lock_guard<std::mutex> lock(classes_mu_);
+    for (const SeriesSnapshot& snap : all) {
+      if (snap.key == nullptr || snap.signal == nullptr) continue;
+      SignalClass cls;
+      if (snap.id < kMaxCachedClasses) {  // ids are dense: the store's series index
+        if (snap.id >= classes_.size()) classes_.resize(snap.id + 1, 0);
+        uint8_t& known = classes_[snap.id];
+        if (known == 0) known = static_cast<uint8_t>(ClassifySignal(*snap.signal)) + 1;
+        cls = static_cast<SignalClass>(known - 1);
+      } else {
+        cls = ClassifySignal(*snap.signal);
+      }
+      if (cls == SignalClass::kIgnored) continue;
+      if (!scope.Contains(*snap.key)) continue;
+      in_scope.emplace_back(&snap, cls);
+    }
   }
   out.series.reserve(in_scope.size());
   places.reserve(in_scope.size());

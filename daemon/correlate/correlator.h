@@ -105,6 +105,7 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -306,6 +307,11 @@ class Correlator {
   const PortInventory* const ports_;
   const CorrelationOptions options_;
   const StallPolicy stalls_;
+  // ClassifySignal of each series met so far, by id (0: not yet, else the
+  // class + 1): a series' signal never changes and the store never reuses an
+  // id, so a class is computed once per series instead of once per span.
+  mutable std::mutex classes_mu_;
+  mutable std::vector<uint8_t> classes_;  // guarded by classes_mu_
 };
 
 // Scope matching, exposed for tests: whether a series at `key` belongs to the
