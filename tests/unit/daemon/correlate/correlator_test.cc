@@ -176,6 +176,40 @@ TEST_F(CorrelatorTest, PauseBurstDuringTheSpanIsFabricNamingPortAndPriority) {
   EXPECT_EQ(quiet.covered_series, 3u);
 }
 
+// The correlator remembers each series' class by id across spans: a series
+// registered after the first span is classified when first met, and the
+// classes of the others stay theirs.
+TEST_F(CorrelatorTest, SeriesRegisteredBetweenSpansAreClassified) {
+  const int64_t burst_from = kT + 20 * kSec, burst_to = kT + 20 * kSec + 150 * kMs;
+  SeriesId e0 = Add(EcnKey("mlx5_0"));
+  SeriesId b0 = Add(BytesKey("mlx5_0"));
+  Fill(e0, kT, kT + 30 * kSec, 10 * kMs, [](int64_t ts) { return (ts - kT) / kMs; });  // 1000/s
+  Fill(b0, kT, kT + 30 * kSec, 10 * kMs, [](int64_t ts) { return (ts - kT) / kMs; });
+  Correlator c = MakeCorrelator();
+  const Span span = MakeSpan(burst_from - 50 * kMs, burst_to + 50 * kMs);
+  SpanCorrelation before = c.Correlate(span);
+  EXPECT_EQ(before.verdict, Verdict::kClean) << before.reason;
+  const size_t congestion_before = before.congestion_series;
+
+  SeriesId p3 = Add(PauseKey("eth1", 3));
+  Fill(p3, kT, kT + 30 * kSec, 100 * kMs,
+       [&](int64_t ts) { return PauseUs(ts, burst_from, burst_to); });
+  SpanCorrelation after = c.Correlate(span);
+  EXPECT_EQ(after.verdict, Verdict::kFabric) << after.reason;
+  EXPECT_EQ(after.congestion_series, congestion_before + 1);
+  ASSERT_EQ(after.Anomalous().size(), 1u);
+  EXPECT_EQ(after.Anomalous()[0].signal_class, SignalClass::kPause);
+  EXPECT_EQ(after.Anomalous()[0].netdev, "eth1");
+  // The same answer as a correlator that meets every series for the first time.
+  SpanCorrelation fresh = MakeCorrelator().Correlate(span);
+  ASSERT_EQ(fresh.series.size(), after.series.size());
+  for (size_t i = 0; i < fresh.series.size(); ++i) {
+    EXPECT_EQ(fresh.series[i].signal, after.series[i].signal) << i;
+    EXPECT_EQ(fresh.series[i].signal_class, after.series[i].signal_class) << i;
+    EXPECT_EQ(fresh.series[i].score, after.series[i].score) << i;
+  }
+}
+
 TEST_F(CorrelatorTest, RateIsJudgedAgainstBaselineAndFloor) {
   SeriesId e = Add(EcnKey("mlx5_0"));
   // 2000/s steadily (above the 1000/s floor), 20000/s in [20s, 20.5s].
