@@ -221,6 +221,16 @@ class CollectingScanner : public RangeScanner {
   std::vector<Sample> got;
 };
 
+// `n` 64-bit counter series c0, c1, ... of mlx5_0/1.
+std::vector<SeriesId> RegisterCounters64(Store* store, int n) {
+  std::vector<SeriesId> ids;
+  for (int k = 0; k < n; ++k) {
+    ids.push_back(store->Register(SeriesKey{"hw_counters", absl::StrCat("c", k), "mlx5_0", 1, ""},
+                                  SignalWith({CounterKind::kCounter64, 64}, 1.0)));
+  }
+  return ids;
+}
+
 // The seek index finds the segments that overlap a range by binary search
 // over each segment's bounds (the largest max_ts up to it, the smallest
 // min_ts from it on), and keeps the header of the samples after the last
@@ -231,12 +241,7 @@ class CollectingScanner : public RangeScanner {
 TEST(WindowStatsStoreTest, ScanRangeFindsSegmentsAcrossRealtimeSteps) {
   std::mt19937_64 rng(1202);
   Store store;
-  const Kind kind{{CounterKind::kCounter64, 64}, 1.0};
-  std::vector<SeriesId> ids;
-  for (int n = 0; n < 4; ++n) {
-    ids.push_back(store.Register(SeriesKey{"hw_counters", absl::StrCat("c", n), "mlx5_0", 1, ""},
-                                 SignalWith(kind.sem, kind.scale)));
-  }
+  const std::vector<SeriesId> ids = RegisterCounters64(&store, 4);
   std::vector<uint64_t> values(ids.size(), 0);
   int64_t ts = kT;
   for (int64_t i = 0; i < 6000; ++i) {
@@ -281,12 +286,7 @@ TEST(WindowStatsStoreTest, ScanAheadChangesNoScan) {
   StoreOptions options;
   options.memory_bytes = 1 << 20;  // evicts while the writer runs
   Store store(options);
-  const Kind kind{{CounterKind::kCounter64, 64}, 1.0};
-  std::vector<SeriesId> ids;
-  for (int n = 0; n < 64; ++n) {
-    ids.push_back(store.Register(SeriesKey{"hw_counters", absl::StrCat("c", n), "mlx5_0", 1, ""},
-                                 SignalWith(kind.sem, kind.scale)));
-  }
+  const std::vector<SeriesId> ids = RegisterCounters64(&store, 64);
   std::vector<uint64_t> values(ids.size(), 0);
   int64_t ts = kT;
   auto append_ticks = [&](int ticks) {
