@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -278,14 +279,25 @@ SegmentCache& ThreadSegmentCache() {
   return cache;
 }
 
-// Prefetches, for reading, the cache lines of [begin, end), at most
-// `max_lines` of them.
-inline void PrefetchLines(const void* begin, const void* end, int max_lines) {
+// Prefetches the cache lines of [begin, end), at most `max_lines` of them,
+// for reading (kWrite 0) or writing (1).
+template <int kWrite>
+inline void PrefetchRange(const void* begin, const void* end, int max_lines) {
   constexpr uintptr_t kLine = 64;
   for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~(kLine - 1);
        p < reinterpret_cast<uintptr_t>(end) && max_lines > 0; p += kLine, --max_lines) {
-    __builtin_prefetch(reinterpret_cast<const void*>(p), 0, 3);
+    __builtin_prefetch(reinterpret_cast<const void*>(p), kWrite, 3);
   }
+}
+
+// For reading, at most `max_lines` lines (Store::ScanAhead).
+inline void PrefetchLines(const void* begin, const void* end, int max_lines) {
+  PrefetchRange<0>(begin, end, max_lines);
+}
+
+// For writing, every line (Store::Append(tick, readings)).
+inline void PrefetchForWrite(const void* begin, const void* end) {
+  PrefetchRange<1>(begin, end, std::numeric_limits<int>::max());
 }
 
 // The header of decoded samples (real timestamps) as ScanRange shows it.
@@ -876,19 +888,6 @@ void Store::Append(SeriesId id, const TickRef& tick, uint64_t raw) {
   }
   if (observer_ != nullptr) observer_->OnAppend(ev);
 }
-
-namespace {
-
-// Prefetches, for writing, the cache lines of [begin, end).
-inline void PrefetchForWrite(const void* begin, const void* end) {
-  constexpr uintptr_t kLine = 64;
-  for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~(kLine - 1);
-       p < reinterpret_cast<uintptr_t>(end); p += kLine) {
-    __builtin_prefetch(reinterpret_cast<const void*>(p), 1, 3);
-  }
-}
-
-}  // namespace
 
 void Store::PrefetchSeries(const Series* s) {
   // What an append reads and writes of the series itself: the signal (scale,
