@@ -57,7 +57,26 @@ echo "pfc rx pause seconds on eth2: $P1 -> $P2; ecn marked on mlx5_0: $E1 -> $E2
 # between scrapes is the ECN check.)
 awk -v b="$P2" 'BEGIN { exit !(b >= 0.5) }' || fail "PFC pause seconds below the storm's: $P1 -> $P2"
 S2=$(sum_family "$WORK/m2" fabricscope_pfc_storms_total 'netdev="eth2"')
-awk -v s="$S2" 'BEGIN { exit !(s >= 1) }' || fail "no PFC storm counted on eth2 ($S2)"
+# The storm detector judges each 100 ms ethtool interval by its pause fraction
+# (>= 0.8 for 200 ms). Under a sanitizer on a loaded 2-core machine the
+# simulator's 10 ms rewrites and the daemon's polls can slip against each
+# other by tens of ms, so an interval inside the 600 ms storm can read a
+# fraction below 0.8 and that storm is never declared (seen once in CI:
+# 0.6 s of pause read, no storm). The scenario repeats every 36 s: then the
+# test waits for the next cycle's storm (model time 37.0-37.6 s) rather than
+# lowering the fraction the demo runs with.
+if ! awk -v s="$S2" 'BEGIN { exit !(s >= 1) }'; then
+  echo "note: the first storm was not declared ($S2; pause seconds $P1 -> $P2); waiting for the next cycle's"
+  # Wall-clock paced: the next storm ends ~37.6 s after the simulator started,
+  # at any slowdown; 45 s of waiting covers it.
+  for _ in $(seq 1 450); do
+    sleep 0.1
+    scrape >"$WORK/m3" || fail "scrape while waiting for the second storm failed"
+    S2=$(sum_family "$WORK/m3" fabricscope_pfc_storms_total 'netdev="eth2"')
+    awk -v s="$S2" 'BEGIN { exit !(s >= 1) }' && break
+  done
+fi
+awk -v s="$S2" 'BEGIN { exit !(s >= 1) }' || fail "no PFC storm counted on eth2 ($S2), not even in the second cycle"
 awk -v a="$E1" -v b="$E2" 'BEGIN { exit !(b > a) }' || fail "ECN marked packets did not move: $E1 -> $E2"
 
 # It starts without warnings: every source the daemon reads is simulated,
