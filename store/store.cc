@@ -75,17 +75,23 @@ const std::vector<int64_t>& TickTimes(const TimeBlock* block, int64_t last_tick)
   return cache.For(block, last_tick);
 }
 
-// Replaces the tick indexes of out[start..] by their blocks' timestamps;
-// false when one names a tick the block does not hold.
-bool MapTicks(const TimeBlock* block, int64_t last_tick, std::vector<Sample>* out, size_t start) {
-  const std::vector<int64_t>& ts = TickTimes(block, last_tick);
+// Replaces the tick indexes of `samples` by their timestamps: `ts` holds
+// those of a block's ticks from `first_tick` on (TickTimes); false when one
+// names a tick `ts` does not hold.
+bool MapTickIndexes(const std::vector<int64_t>& ts, int64_t first_tick, absl::Span<Sample> samples) {
   const uint64_t n = ts.size();
-  for (size_t i = start; i < out->size(); ++i) {
-    const uint64_t idx = static_cast<uint64_t>((*out)[i].ts_ns - block->first_tick);
+  for (Sample& s : samples) {
+    const uint64_t idx = static_cast<uint64_t>(s.ts_ns - first_tick);
     if (idx >= n) return false;
-    (*out)[i].ts_ns = ts[idx];
+    s.ts_ns = ts[idx];
   }
   return true;
+}
+
+// The same for out[start..] and the ticks of `block` up to `last_tick`.
+bool MapTicks(const TimeBlock* block, int64_t last_tick, std::vector<Sample>* out, size_t start) {
+  return MapTickIndexes(TickTimes(block, last_tick), block->first_tick,
+                        absl::MakeSpan(*out).subspan(start));
 }
 
 // Appends the samples of one chunk to `out` with their real timestamps;
@@ -329,18 +335,21 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
   const size_t old_size = idx->segments.size();
   idx->segments.reserve(full / kSegmentSamples);
   idx->bounds.reserve(full / kSegmentSamples);
+  // Ticks only grow within a chunk: the block's timestamps up to the
+  // chunk's last tick cover every sample.
+  const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
+  Sample buf[kSegmentSamples];
   while (idx->next.index < full) {
     Segment seg;
     seg.start = idx->next;
-    tmp->clear();
-    if (!DecodeChunkFrom(h, data, &idx->next, kSegmentSamples, tmp) ||
-        tmp->size() != kSegmentSamples ||
-        (block != nullptr && !MapTicks(block, tmp->back().ts_ns, tmp, 0))) {
+    bool ok = true;
+    if (DecodeChunkInto(h, data, &idx->next, kSegmentSamples, buf, &ok) != kSegmentSamples ||
+        !ok || (ticks != nullptr && !MapTickIndexes(*ticks, block->first_tick, absl::MakeSpan(buf)))) {
       idx->serial = 0;  // start over next time (a corrupt chunk is dropped)
       return false;
     }
-    seg.summary.header = HeaderOf(*tmp);
-    SummarizeSamples(sem, *tmp, &seg.summary);
+    seg.summary.header = HeaderOf(buf);
+    SummarizeSamples(sem, buf, &seg.summary);
     idx->segments.push_back(seg);
     const ChunkHeader& sh = seg.summary.header;
     const int64_t upto =
