@@ -78,7 +78,8 @@ const std::vector<int64_t>& TickTimes(const TimeBlock* block, int64_t last_tick)
 // Replaces the tick indexes of `samples` by their timestamps: `ts` holds
 // those of a block's ticks from `first_tick` on (TickTimes); false when one
 // names a tick `ts` does not hold.
-bool MapTickIndexes(const std::vector<int64_t>& ts, int64_t first_tick, absl::Span<Sample> samples) {
+bool MapTickIndexes(const std::vector<int64_t>& ts, int64_t first_tick,
+                    absl::Span<Sample> samples) {
   const uint64_t n = ts.size();
   for (Sample& s : samples) {
     const uint64_t idx = static_cast<uint64_t>(s.ts_ns - first_tick);
@@ -343,8 +344,8 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
     Segment seg;
     seg.start = idx->next;
     bool ok = true;
-    if (DecodeChunkInto(h, data, &idx->next, kSegmentSamples, buf, &ok) != kSegmentSamples ||
-        !ok || (ticks != nullptr && !MapTickIndexes(*ticks, block->first_tick, absl::MakeSpan(buf)))) {
+    if (DecodeChunkInto(h, data, &idx->next, kSegmentSamples, buf, &ok) != kSegmentSamples || !ok ||
+        (ticks != nullptr && !MapTickIndexes(*ticks, block->first_tick, absl::MakeSpan(buf)))) {
       idx->serial = 0;  // start over next time (a corrupt chunk is dropped)
       return false;
     }
