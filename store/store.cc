@@ -182,12 +182,11 @@ struct SegmentIndex {
   std::vector<Segment> segments;      // complete segments, oldest first
   std::vector<SegmentBounds> bounds;  // ... their bounds, alike
   ChunkCheckpoint next;               // the first sample after them
-  int64_t next_ts = 0;                // ... its real timestamp (index > 0: the last one's)
-  // The header of the samples after the complete segments (real timestamps)
-  // while the chunk held `rest_count` samples (0: not known): a chunk's
-  // first n samples never change, so a scan that does not need them skips
-  // their decode.
-  ChunkHeader rest_header;
+  // The header (real timestamps) and summary of the samples after the
+  // complete segments while the chunk held `rest_count` samples (0: not
+  // known): a chunk's first n samples never change, so a scan that does not
+  // need these samples, or needs only their summary, skips their decode.
+  ChunkSummary rest;
   uint32_t rest_count = 0;
 };
 
@@ -223,7 +222,6 @@ class SegmentCache {
       std::vector<SegmentBounds>().swap(e->bounds);
       e->serial = serial;
       e->next = ChunkCheckpoint{};
-      e->next_ts = 0;
       e->rest_count = 0;
     }
     return e;
@@ -1217,8 +1215,8 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       }
     }
     if (rest.index >= h.count) return true;
-    // The rest: decoded (once per chunk length) for its header, and again
-    // when the scanner needs its samples or summary.
+    // The rest: decoded (once per chunk length) for its header and
+    // summary, and again when the scanner needs its samples.
     bool decoded = false;
     auto decode_rest = [&]() {
       ChunkCheckpoint cp = rest;
@@ -1234,20 +1232,18 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     };
     if (idx->rest_count != h.count) {
       if (!decode_rest()) return false;
-      idx->rest_header = HeaderOf(tmp);
+      idx->rest = ChunkSummary{};
+      idx->rest.header = HeaderOf(tmp);
+      SummarizeSamples(sem, tmp, &idx->rest);
       idx->rest_count = h.count;
     }
-    ChunkSummary sum;
-    sum.header = idx->rest_header;
-    if (sum.header.max_ts < from_ns || sum.header.min_ts > to_ns) return true;
-    const RangeScanner::Plan plan = scanner->PlanChunk(sum.header);
+    const ChunkHeader& rh = idx->rest.header;
+    if (rh.max_ts < from_ns || rh.min_ts > to_ns) return true;
+    const RangeScanner::Plan plan = scanner->PlanChunk(rh);
     if (plan == RangeScanner::Plan::kSkip) return true;
+    if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(idx->rest)) return true;
     if (!decoded && !decode_rest()) return false;
-    if (plan == RangeScanner::Plan::kSummary) {
-      SummarizeSamples(sem, tmp, &sum);
-      if (scanner->OnSummary(sum)) return true;
-    }
-    hand_over(sum.header);
+    hand_over(rh);
     return true;
   };
   v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
