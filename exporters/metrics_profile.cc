@@ -66,6 +66,7 @@ const std::vector<std::string>& Families() {
         "fabricscope_state_snapshot_rejected_total",
         "fabricscope_store_bytes",
         "fabricscope_store_retention_seconds",
+        "fabricscope_store_seek_index_bytes",
         "fabricscope_topology_source_up",
     };
     std::sort(v->begin(), v->end());

@@ -73,6 +73,14 @@ const MetricSpec& kStoreBytes =
                   .help = "Memory held by the sample store (within --store-memory).",
                   .labels = {},
                   .component = "store"});
+const MetricSpec& kStoreSeekIndexBytes = DefineMetric(
+    {.name = "fabricscope_store_seek_index_bytes",
+     .type = MetricType::kGauge,
+     .help = "Memory held by the seek indexes that reads of the store (span correlation, "
+             "queries) keep per reading thread to decode only part of a chunk: outside "
+             "--store-memory, bounded at 16 MiB per thread and 48 MiB in all.",
+     .labels = {},
+     .component = "store"});
 const MetricSpec& kStoreSamples = DefineMetric({.name = "fabricscope_store_samples",
                                                 .type = MetricType::kGauge,
                                                 .help = "Samples held in the store now.",
@@ -742,6 +750,7 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
     sink->End();
   };
   scalar(kStoreBytes, static_cast<double>(stats.bytes));
+  scalar(kStoreSeekIndexBytes, static_cast<double>(stats.seek_index_bytes));
   scalar(kStoreSamples, static_cast<double>(stats.samples));
   scalar(kStoreSeries, static_cast<double>(stats.series));
   scalar(kStoreRetention,

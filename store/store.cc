@@ -248,6 +248,9 @@ class SegmentCache {
     Add(-freed);
   }
 
+  // Every thread's cache together.
+  static int64_t ProcessBytes() { return process_bytes_.load(std::memory_order_relaxed); }
+
  private:
   // Adds `delta` to this thread's and the process' byte counts; returns the
   // process' new count.
@@ -1575,6 +1578,7 @@ StoreStats Store::Stats() const {
   stats.evicted_samples = evicted_.load(std::memory_order_relaxed);
   stats.corrupt_chunks = corrupt_chunks_.load(std::memory_order_relaxed);
   stats.rejected_series = rejected_series_.load(std::memory_order_relaxed);
+  stats.seek_index_bytes = static_cast<uint64_t>(std::max<int64_t>(0, SegmentCache::ProcessBytes()));
   return stats;
 }
 

@@ -245,6 +245,11 @@ struct StoreStats {
   // Sealed chunks that did not decode to their header when read (a restored
   // snapshot's chunks are decoded lazily): never served, counted once each.
   uint64_t corrupt_chunks = 0;
+  // Memory of the seek indexes that scans (ScanRange) build to decode only
+  // part of a chunk, kept per reading thread and bounded (16 MiB per
+  // thread, 48 MiB for the process), outside the store's budget: every
+  // reading thread of the process together.
+  uint64_t seek_index_bytes = 0;
 };
 
 // One series as the state snapshot writes it (Store::Dump): its key, its

@@ -116,7 +116,7 @@ promtool_check "$WORK/scrape"
 # the families are sorted by name (HELP, TYPE, then the sample lines) and
 # their sample lines sorted. Masking: sample lines of the volatile families
 # keep name and labels, the value becomes <masked>.
-volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
+volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_seek_index_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
 python3 - "$volatile" "$WORK/scrape" >"$WORK/actual" <<'PY'
 import re, sys
 volatile = re.compile(sys.argv[1])

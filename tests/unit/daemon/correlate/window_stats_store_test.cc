@@ -231,6 +231,36 @@ std::vector<SeriesId> RegisterCounters64(Store* store, int n) {
   return ids;
 }
 
+// StoreStats::seek_index_bytes (fabricscope_store_seek_index_bytes) counts
+// the seek index a reading thread builds, and what the thread held goes
+// with it when it ends.
+TEST(WindowStatsStoreTest, StatsCountEachReadersSeekIndexUntilItsThreadEnds) {
+  Store store;
+  const std::vector<SeriesId> ids = RegisterCounters64(&store, 8);
+  std::mt19937_64 rng(1204);
+  uint64_t v = 0;
+  for (int64_t i = 0; i < 3000; ++i) {  // long chunks: read by segments
+    for (SeriesId id : ids) store.Append(id, kT + i * 10 * kMs, v += rng() % 1000);
+  }
+  const uint64_t before = store.Stats().seek_index_bytes;
+  uint64_t during = 0;
+  size_t read = 0;
+  std::thread reader([&] {
+    for (SeriesId id : ids) {
+      CollectingScanner scan;
+      store.ScanRange(id, kT + 10 * kSec, kT + 11 * kSec, &scan);
+      read += scan.got.size();
+    }
+    during = store.Stats().seek_index_bytes;
+  });
+  reader.join();
+  EXPECT_EQ(read, ids.size() * 101);  // 10.00 s .. 11.00 s of each
+  // Eight series' chunks indexed: at least a segment record per 64 samples
+  // of each chunk read (the slot table comes on top).
+  EXPECT_GE(during, before + ids.size() * 1000 / 64 * 32);
+  EXPECT_EQ(store.Stats().seek_index_bytes, before);
+}
+
 // The seek index finds the segments that overlap a range by binary search
 // over each segment's bounds (the largest max_ts up to it, the smallest
 // min_ts from it on), and keeps the header of the samples after the last
