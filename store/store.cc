@@ -1578,7 +1578,8 @@ StoreStats Store::Stats() const {
   stats.evicted_samples = evicted_.load(std::memory_order_relaxed);
   stats.corrupt_chunks = corrupt_chunks_.load(std::memory_order_relaxed);
   stats.rejected_series = rejected_series_.load(std::memory_order_relaxed);
-  stats.seek_index_bytes = static_cast<uint64_t>(std::max<int64_t>(0, SegmentCache::ProcessBytes()));
+  stats.seek_index_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, SegmentCache::ProcessBytes()));
   return stats;
 }
 

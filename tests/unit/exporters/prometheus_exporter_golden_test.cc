@@ -166,7 +166,6 @@ std::string Streamed(const Store& store, const PortInventory& ports, int64_t now
   return out;
 }
 
-
 TEST(PrometheusExporterGoldenTest, StoreRenderingMatchesGolden) {
   Store store;
   PortInventory ports;
