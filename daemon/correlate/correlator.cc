@@ -143,89 +143,35 @@ class WindowAccumulator final : public RangeScanner {
   WindowAccumulator(CounterSemantics semantics, double scale, int64_t t0, int64_t t1,
                     int64_t baseline_ns, int64_t max_gap_ns, int64_t from_ns = INT64_MIN)
       : semantics_(semantics),
-        tracker_(semantics),
         scale_(scale),
         t0_(t0),
         t1_(t1 <= t0 ? t0 + 1 : t1),
         b0_(t0 - std::max<int64_t>(baseline_ns, 0)),
         max_gap_ns_(max_gap_ns),
-        from_ns_(from_ns) {}
+        from_ns_(from_ns),
+        st_(semantics) {}
 
-  void Add(const Sample& sample) {
-    const CounterUpdate u = tracker_.Update(sample.value);
-    if (semantics_.kind == CounterKind::kWrap32 && sample.value > UINT32_MAX) switched_ = true;
-    back_ts_ = sample.ts_ns;
-    if (!has_samples_) {
-      has_samples_ = true;
-      front_ts_ = prev_ts_ = sample.ts_ns;
-      return;
-    }
-    const int64_t a = prev_ts_;
-    const int64_t b = sample.ts_ns;
-    prev_ts_ = b;
-    if (done_) return;
-    const int64_t len = b - a;
-    if (len <= 0) return;  // duplicate or out-of-order timestamp (realtime step)
-    if (b <= b0_) return;
-    if (a >= t1_) {
-      done_ = true;
-      return;
-    }
-    const int64_t ov = std::max<int64_t>(0, std::min(b, t1_) - std::max(a, t0_));
-    const int64_t ovb = std::max<int64_t>(0, std::min(b, t0_) - std::max(a, b0_));
-    const bool valid = u.rate_valid && len <= max_gap_ns_;
-    if (!valid) {
-      if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
-        ++w_.resets;
-      }
-      if (u.event == CounterEvent::kSaturated) {
-        w_.saturated_ns += ov;
-      } else if (u.event == CounterEvent::kReset) {
-        w_.reset_ns += ov;
-      } else {
-        w_.gap_ns += ov;
-      }
-      return;
-    }
-    if (u.delta == 0) {
-      // Adds +-0 to the sums and the peak (never -0, the peak never below
-      // 0): only the covered time moves. Saves a division per interval of a
-      // counter that does not move.
-      covered_ += ov;
-      baseline_covered_ += ovb;
-      return;
-    }
-    const double d = static_cast<double>(u.delta) * scale_;
-    const double inv_len = 1.0 / static_cast<double>(len);
-    if (ov > 0) {
-      window_delta_ += d * static_cast<double>(ov) * inv_len;
-      covered_ += ov;
-      w_.peak_rate = std::max(w_.peak_rate, d * inv_len * 1e9);
-    }
-    if (ovb > 0) {
-      baseline_delta_ += d * static_cast<double>(ovb) * inv_len;
-      baseline_covered_ += ovb;
-    }
-  }
+  void Add(const Sample& sample) { Add(st_, sample); }
 
   WindowStats Finish() {
     const int64_t t0 = t0_, t1 = t1_, b0 = b0_;
-    if (!has_samples_) {
-      w_.before_first_ns = t1 - t0;
+    if (!st_.has_samples) {
+      st_.w.before_first_ns = t1 - t0;
     } else {
-      w_.before_first_ns = std::max<int64_t>(0, std::min(front_ts_, t1) - t0);
-      w_.after_last_ns = std::max<int64_t>(0, t1 - std::max(back_ts_, t0));
+      st_.w.before_first_ns = std::max<int64_t>(0, std::min(st_.front_ts, t1) - t0);
+      st_.w.after_last_ns = std::max<int64_t>(0, t1 - std::max(st_.back_ts, t0));
     }
-    w_.delta = window_delta_;
-    w_.coverage = static_cast<double>(covered_) / static_cast<double>(t1 - t0);
-    if (covered_ > 0) w_.rate = window_delta_ / (static_cast<double>(covered_) * 1e-9);
+    st_.w.delta = st_.window_delta;
+    st_.w.coverage = static_cast<double>(st_.covered) / static_cast<double>(t1 - t0);
+    if (st_.covered > 0) st_.w.rate = st_.window_delta / (static_cast<double>(st_.covered) * 1e-9);
     if (t0 > b0) {
-      w_.baseline_coverage = static_cast<double>(baseline_covered_) / static_cast<double>(t0 - b0);
+      st_.w.baseline_coverage =
+          static_cast<double>(st_.baseline_covered) / static_cast<double>(t0 - b0);
     }
-    if (baseline_covered_ > 0) {
-      w_.baseline_rate = baseline_delta_ / (static_cast<double>(baseline_covered_) * 1e-9);
+    if (st_.baseline_covered > 0) {
+      st_.w.baseline_rate = st_.baseline_delta / (static_cast<double>(st_.baseline_covered) * 1e-9);
     }
-    return w_;
+    return st_.w;
   }
 
   // RangeScanner. A chunk wholly at or before the baseline's start only
@@ -234,16 +180,16 @@ class WindowAccumulator final : public RangeScanner {
   // Everything else is decoded. Once past the window (an interval starting
   // at or after t1), only the last sample's timestamp still matters.
   Plan PlanChunk(const ChunkHeader& h) override {
-    if (!done_ && has_samples_ && prev_ts_ >= t1_ && h.first_ts > prev_ts_ &&
+    if (!st_.done && st_.has_samples && st_.prev_ts >= t1_ && h.first_ts > st_.prev_ts &&
         h.first_ts <= to_ns_) {
-      done_ = true;  // the interval into this chunk starts past the window
+      st_.done = true;  // the interval into this chunk starts past the window
     }
-    if (done_) {
+    if (st_.done) {
       // The last sample in the range is at or after t1 either way: nothing
       // after the window is left uncovered.
-      if (back_ts_ >= t1_ && h.min_ts >= t1_) return Plan::kSkip;
+      if (st_.back_ts >= t1_ && h.min_ts >= t1_) return Plan::kSkip;
       if (h.last_ts >= from_ns_ && h.last_ts <= to_ns_) {
-        back_ts_ = prev_ts_ = h.last_ts;
+        st_.back_ts = st_.prev_ts = h.last_ts;
         return Plan::kSkip;
       }
       return Plan::kSamples;
@@ -259,49 +205,117 @@ class WindowAccumulator final : public RangeScanner {
     if (h.max_ts <= b0_) {
       // Samples before the range's start would be left out: their values
       // must not decide the 64-bit switch.
-      if (wrap32 && !switched_ && s.above32 && h.min_ts < from_ns_) return false;
-      if (!has_samples_) {
-        has_samples_ = true;
-        front_ts_ = h.last_ts;  // any sample here is at or before t0
+      if (wrap32 && !st_.switched && s.above32 && h.min_ts < from_ns_) return false;
+      if (!st_.has_samples) {
+        st_.has_samples = true;
+        st_.front_ts = h.last_ts;  // any sample here is at or before t0
       }
     } else {
       // Computed unswitched: only a wrap would count differently.
-      if (s.max_valid_ns > max_gap_ns_ || (wrap32 && switched_ && s.wrapped)) return false;
+      if (s.max_valid_ns > max_gap_ns_ || (wrap32 && st_.switched && s.wrapped)) return false;
       Add(Sample{h.first_ts, h.first_value});  // the interval into the chunk
-      baseline_delta_ += s.valid_delta * scale_;
-      baseline_covered_ += s.valid_ns;
+      st_.baseline_delta += s.valid_delta * scale_;
+      st_.baseline_covered += s.valid_ns;
     }
-    if (wrap32 && s.above32) switched_ = true;
-    tracker_ =
-        CounterTracker(switched_ ? CounterSemantics{CounterKind::kCounter64, 64} : semantics_);
-    tracker_.Restore(true, false, h.last_value);
-    back_ts_ = prev_ts_ = h.last_ts;
+    if (wrap32 && s.above32) st_.switched = true;
+    st_.tracker =
+        CounterTracker(st_.switched ? CounterSemantics{CounterKind::kCounter64, 64} : semantics_);
+    st_.tracker.Restore(true, false, h.last_value);
+    st_.back_ts = st_.prev_ts = h.last_ts;
     return true;
   }
 
+  // On a local copy of the state: the compiler keeps it in registers
+  // across the batch (stores through `this` might alias the samples).
   void OnSamples(absl::Span<const Sample> samples) override {
-    for (const Sample& s : samples) Add(s);
+    State st = st_;
+    for (const Sample& s : samples) Add(st, s);
+    st_ = st;
   }
 
   // Past the window, only the range's last sample still counts (PlanChunk).
-  bool Satisfied() const override { return done_; }
+  bool Satisfied() const override { return st_.done; }
 
   void set_to_ns(int64_t to_ns) { to_ns_ = to_ns; }
 
  private:
+  // What the samples and summaries seen so far add up to.
+  struct State {
+    explicit State(CounterSemantics semantics) : tracker(semantics) {}
+    CounterTracker tracker;
+    bool switched = false;  // a kWrap32 tracker has gone 64-bit
+    bool has_samples = false;
+    bool done = false;  // an interval started at or after t1: nothing more counts
+    int64_t front_ts = 0, back_ts = 0, prev_ts = 0;
+    double window_delta = 0, baseline_delta = 0;
+    int64_t covered = 0, baseline_covered = 0;
+    WindowStats w;
+  };
+
+  // One sample into `st` (the state: st_, or a batch's local copy).
+  void Add(State& st, const Sample& sample) const {
+    const CounterUpdate u = st.tracker.Update(sample.value);
+    if (semantics_.kind == CounterKind::kWrap32 && sample.value > UINT32_MAX) st.switched = true;
+    st.back_ts = sample.ts_ns;
+    if (!st.has_samples) {
+      st.has_samples = true;
+      st.front_ts = st.prev_ts = sample.ts_ns;
+      return;
+    }
+    const int64_t a = st.prev_ts;
+    const int64_t b = sample.ts_ns;
+    st.prev_ts = b;
+    if (st.done) return;
+    const int64_t len = b - a;
+    if (len <= 0) return;  // duplicate or out-of-order timestamp (realtime step)
+    if (b <= b0_) return;
+    if (a >= t1_) {
+      st.done = true;
+      return;
+    }
+    const int64_t ov = std::max<int64_t>(0, std::min(b, t1_) - std::max(a, t0_));
+    const int64_t ovb = std::max<int64_t>(0, std::min(b, t0_) - std::max(a, b0_));
+    const bool valid = u.rate_valid && len <= max_gap_ns_;
+    if (!valid) {
+      if (ov > 0 && (u.event == CounterEvent::kReset || u.event == CounterEvent::kSaturated)) {
+        ++st.w.resets;
+      }
+      if (u.event == CounterEvent::kSaturated) {
+        st.w.saturated_ns += ov;
+      } else if (u.event == CounterEvent::kReset) {
+        st.w.reset_ns += ov;
+      } else {
+        st.w.gap_ns += ov;
+      }
+      return;
+    }
+    if (u.delta == 0) {
+      // Adds +-0 to the sums and the peak (never -0, the peak never below
+      // 0): only the covered time moves. Saves a division per interval of a
+      // counter that does not move.
+      st.covered += ov;
+      st.baseline_covered += ovb;
+      return;
+    }
+    const double d = static_cast<double>(u.delta) * scale_;
+    const double inv_len = 1.0 / static_cast<double>(len);
+    if (ov > 0) {
+      st.window_delta += d * static_cast<double>(ov) * inv_len;
+      st.covered += ov;
+      st.w.peak_rate = std::max(st.w.peak_rate, d * inv_len * 1e9);
+    }
+    if (ovb > 0) {
+      st.baseline_delta += d * static_cast<double>(ovb) * inv_len;
+      st.baseline_covered += ovb;
+    }
+  }
+
   const CounterSemantics semantics_;
-  CounterTracker tracker_;
   const double scale_;
   const int64_t t0_, t1_, b0_, max_gap_ns_;
   const int64_t from_ns_;
   int64_t to_ns_ = INT64_MAX;
-  bool switched_ = false;  // a kWrap32 tracker has gone 64-bit
-  bool has_samples_ = false;
-  bool done_ = false;  // an interval started at or after t1: nothing more counts
-  int64_t front_ts_ = 0, back_ts_ = 0, prev_ts_ = 0;
-  double window_delta_ = 0, baseline_delta_ = 0;
-  int64_t covered_ = 0, baseline_covered_ = 0;
-  WindowStats w_;
+  State st_;
 };
 
 }  // namespace
