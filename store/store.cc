@@ -80,11 +80,12 @@ const std::vector<int64_t>& TickTimes(const TimeBlock* block, int64_t last_tick)
 // names a tick `ts` does not hold.
 bool MapTickIndexes(const std::vector<int64_t>& ts, int64_t first_tick,
                     absl::Span<Sample> samples) {
+  const int64_t* const t = ts.data();  // a local: the writes below cannot move it
   const uint64_t n = ts.size();
   for (Sample& s : samples) {
     const uint64_t idx = static_cast<uint64_t>(s.ts_ns - first_tick);
     if (idx >= n) return false;
-    s.ts_ns = ts[idx];
+    s.ts_ns = t[idx];
   }
   return true;
 }
@@ -1168,7 +1169,13 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
                     ChunkCheckpoint cp, const ChunkHeader& sh) {
     // Ticks only grow within a chunk: the block's timestamps up to the
     // chunk's last tick cover every sample.
+    // In locals: the loop below writes samples, which the compiler would
+    // otherwise assume may alias them (and reload them per sample).
     const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
+    const int64_t* const tick_ts = ticks != nullptr ? ticks->data() : nullptr;
+    const uint64_t tick_count = ticks != nullptr ? ticks->size() : 0;
+    const int64_t first_tick = block != nullptr ? block->first_tick : 0;
+    const int64_t lo = from_ns, hi = to_ns;
     uint32_t left = sh.count;
     bool offered = false;
     while (left > 0) {
@@ -1179,12 +1186,12 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       uint32_t m = 0;
       for (uint32_t i = 0; i < got; ++i) {
         int64_t ts = buf[i].ts_ns;
-        if (ticks != nullptr) {
-          const uint64_t k = static_cast<uint64_t>(ts - block->first_tick);
-          if (k >= ticks->size()) return false;
-          ts = (*ticks)[k];
+        if (tick_ts != nullptr) {
+          const uint64_t k = static_cast<uint64_t>(ts - first_tick);
+          if (k >= tick_count) return false;
+          ts = tick_ts[k];
         }
-        if (ts >= from_ns && ts <= to_ns) buf[m++] = Sample{ts, buf[i].value};
+        if (ts >= lo && ts <= hi) buf[m++] = Sample{ts, buf[i].value};
       }
       if (m > 0) scanner->OnSamples(absl::MakeConstSpan(buf, m));
       if (left > 0 && !offered && scanner->Satisfied()) {
