@@ -145,6 +145,23 @@ void SummarizeSamples(CounterSemantics sem, absl::Span<const Sample> samples, Ch
   }
 }
 
+// Whether the intervals between `samples` (`sum`: their summary) all have
+// a positive length and are valid, each moving by the difference of its
+// values (no reset, saturation or wrap), and sum to below 2^53 (exact as
+// doubles): then the intervals from any of the samples on sum to the
+// difference of that sample and the last one.
+bool Telescopes(absl::Span<const Sample> samples, const ChunkSummary& sum) {
+  const ChunkHeader& h = sum.header;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    if (samples[i].ts_ns <= samples[i - 1].ts_ns) return false;
+  }
+  // Positive lengths that add up to last - first: every interval is valid.
+  // Valid intervals that do not wrap move by the values' difference.
+  return !sum.wrapped && sum.valid_ns == h.last_ts - h.first_ts && h.last_value >= h.first_value &&
+         h.last_value - h.first_value < (uint64_t{1} << 53) &&
+         sum.valid_delta == static_cast<double>(h.last_value - h.first_value);
+}
+
 // Seek index of a chunk (Store::ScanRange): the chunk cut into segments of
 // kSegmentSamples consecutive samples, each with the decoder checkpoint at
 // its first sample, its own header (real timestamps, first/last value,
@@ -165,6 +182,11 @@ constexpr uint32_t kSegmentSamples = 64;
 struct Segment {
   ChunkCheckpoint start;
   ChunkSummary summary;  // summary.header: the segment's (real timestamps)
+  // Every interval in it is valid with a positive length and moved by the
+  // values' difference (no reset, saturation or wrap), their sum below 2^53:
+  // from any sample on, the intervals sum to the difference of that sample
+  // and the last (RangeScanner::SummaryAfter).
+  bool telescopes = false;
 };
 
 // The hot part of a segment's record, apart from the rest (checkpoint,
@@ -353,6 +375,7 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
     }
     seg.summary.header = HeaderOf(buf);
     SummarizeSamples(sem, buf, &seg.summary);
+    seg.telescopes = Telescopes(buf, seg.summary);
     idx->segments.push_back(seg);
     const ChunkHeader& sh = seg.summary.header;
     const int64_t upto =
@@ -1166,7 +1189,7 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
   constexpr uint32_t kBatch = 16;
   Sample buf[kBatch];
   auto stream = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
-                    ChunkCheckpoint cp, const ChunkHeader& sh) {
+                    ChunkCheckpoint cp, const ChunkHeader& sh, uint32_t left) {
     // Ticks only grow within a chunk: the block's timestamps up to the
     // chunk's last tick cover every sample.
     // In locals: the loop below writes samples, which the compiler would
@@ -1176,7 +1199,6 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     const uint64_t tick_count = ticks != nullptr ? ticks->size() : 0;
     const int64_t first_tick = block != nullptr ? block->first_tick : 0;
     const int64_t lo = from_ns, hi = to_ns;
-    uint32_t left = sh.count;
     bool offered = false;
     while (left > 0) {
       bool ok = true;
@@ -1201,6 +1223,62 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     }
     return true;
   };
+  // A segment the scanner splits at `cut` (RangeScanner::SummaryAfter):
+  // decoded up to its first sample after `cut`, the samples before that one
+  // handed over as far as they are in the range, and the rest offered as a
+  // summary, the difference of its first and last sample (the segment
+  // telescopes); when the scanner refuses it, the rest's samples follow.
+  // False when the chunk is corrupt (not counted here).
+  auto split = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
+                   const Segment& seg, int64_t cut) {
+    const ChunkHeader& sh = seg.summary.header;
+    const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
+    Sample all[kSegmentSamples];
+    ChunkCheckpoint cp = seg.start;
+    uint32_t n = 0;
+    uint32_t j = sh.count;  // the first sample after `cut`
+    while (n < sh.count && j == sh.count) {
+      bool ok = true;
+      const uint32_t got =
+          DecodeChunkInto(h, data, &cp, std::min(sh.count - n, kBatch), all + n, &ok);
+      if (!ok || got == 0 ||
+          (ticks != nullptr &&
+           !MapTickIndexes(*ticks, block->first_tick, absl::MakeSpan(all + n, got)))) {
+        return false;
+      }
+      for (uint32_t i = n; i < n + got; ++i) {
+        if (all[i].ts_ns > cut) {
+          j = i;
+          break;
+        }
+      }
+      n += got;
+    }
+    auto hand = [&](uint32_t begin, uint32_t end) {
+      uint32_t m = 0;
+      for (uint32_t i = begin; i < end; ++i) {
+        if (all[i].ts_ns >= from_ns && all[i].ts_ns <= to_ns) all[begin + m++] = all[i];
+      }
+      if (m > 0) scanner->OnSamples(absl::MakeConstSpan(all + begin, m));
+    };
+    if (j == sh.count) {  // nothing after `cut`
+      hand(0, n);
+      return true;
+    }
+    hand(0, j);
+    ChunkSummary rest;
+    rest.header = sh;
+    rest.header.count = sh.count - j;
+    rest.header.first_ts = rest.header.min_ts = rest.header.first_t = all[j].ts_ns;
+    rest.header.first_value = all[j].value;
+    rest.valid_delta = static_cast<double>(sh.last_value - all[j].value);
+    rest.valid_ns = sh.last_ts - all[j].ts_ns;
+    rest.max_valid_ns = seg.summary.max_valid_ns;  // a bound: not narrowed to the rest
+    rest.above32 = seg.summary.above32;
+    if (scanner->OnSummary(rest)) return true;
+    hand(j, n);
+    return n == sh.count || stream(h, data, block, cp, sh, sh.count - n);
+  };
   SegmentCache& cache = ThreadSegmentCache();
   auto by_segments = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
                          const Chunk* chunk, uint64_t serial) {
@@ -1219,7 +1297,9 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       const RangeScanner::Plan plan = scanner->PlanChunk(sh);
       if (plan == RangeScanner::Plan::kSkip) continue;
       if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
-      if (!stream(h, data, block, seg.start, sh)) {
+      const int64_t cut = seg.telescopes ? scanner->SummaryAfter(sh) : INT64_MAX;
+      if (cut != INT64_MAX ? !split(h, data, block, seg, cut)
+                           : !stream(h, data, block, seg.start, sh, sh.count)) {
         MarkCorrupt(chunk);
         return false;
       }

@@ -186,6 +186,13 @@ class RangeScanner {
   // segment's header: its last sample is the rest's); it decodes the rest
   // unless that plans kSkip. Default: never.
   virtual bool Satisfied() const { return false; }
+  // For a segment just planned kSamples: a time `cut` such that the scanner
+  // needs as samples only those at or before it; the store may then hand
+  // over those and offer the segment's other samples as one summary
+  // (OnSummary; its header's first sample is the first one after `cut`, and
+  // every later one is after it too), decoding them only when that returns
+  // false. INT64_MAX (the default): the whole segment as samples.
+  virtual int64_t SummaryAfter(const ChunkHeader& /*segment*/) const { return INT64_MAX; }
 };
 
 // One appended sample, as the store judged it (Store::SetObserver).

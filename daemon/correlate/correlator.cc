@@ -236,6 +236,14 @@ class WindowAccumulator final : public RangeScanner {
   // Past the window, only the range's last sample still counts (PlanChunk).
   bool Satisfied() const override { return st_.done; }
 
+  // A segment across the baseline's start that ends before the window: the
+  // samples up to b0 decide the interval into the baseline; those after it
+  // lie inside the baseline and can be summed (OnSummary).
+  int64_t SummaryAfter(const ChunkHeader& h) const override {
+    if (!st_.done && h.min_ts < b0_ && h.max_ts > b0_ && h.max_ts <= t0_) return b0_;
+    return INT64_MAX;
+  }
+
   void set_to_ns(int64_t to_ns) { to_ns_ = to_ns; }
 
  private:
