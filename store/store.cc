@@ -1223,21 +1223,26 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
     }
     return true;
   };
-  // A segment the scanner splits at `cut` (RangeScanner::SummaryAfter):
-  // decoded up to its first sample after `cut`, the samples before that one
-  // handed over as far as they are in the range, and the rest offered as a
-  // summary, the difference of its first and last sample (the segment
-  // telescopes); when the scanner refuses it, the rest's samples follow.
-  // False when the chunk is corrupt (not counted here).
+  // A segment whose samples in (lo, hi] the scanner takes as one summary
+  // (RangeScanner::SummarySpan): decoded up to its first sample after hi,
+  // those before the span and after it handed over as samples (as far as
+  // they are in the range), the span's offered as the difference of its first
+  // and last sample (the segment telescopes); when the scanner refuses that,
+  // they are handed over too. False when the chunk is corrupt (not counted
+  // here).
   auto split = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
-                   const Segment& seg, int64_t cut) {
+                   const Segment& seg, int64_t lo, int64_t hi) {
     const ChunkHeader& sh = seg.summary.header;
     const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
     Sample all[kSegmentSamples];
     ChunkCheckpoint cp = seg.start;
     uint32_t n = 0;
-    uint32_t j = sh.count;  // the first sample after `cut`
-    while (n < sh.count && j == sh.count) {
+    uint32_t i0 = sh.count;  // the first sample after lo
+    uint32_t i1 = sh.count;  // ... after hi
+    // The last sample at or before hi: the segment's last (then the span's
+    // samples after its first are not decoded), or the one before i1.
+    const bool to_end = sh.last_ts <= hi;
+    while (n < sh.count && i1 == sh.count && !(to_end && i0 < sh.count)) {
       bool ok = true;
       const uint32_t got =
           DecodeChunkInto(h, data, &cp, std::min(sh.count - n, kBatch), all + n, &ok);
@@ -1246,9 +1251,10 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
            !MapTickIndexes(*ticks, block->first_tick, absl::MakeSpan(all + n, got)))) {
         return false;
       }
-      for (uint32_t i = n; i < n + got; ++i) {
-        if (all[i].ts_ns > cut) {
-          j = i;
+      for (uint32_t i = n; i < n + got; ++i) {  // the timestamps increase (telescopes)
+        if (i0 == sh.count && all[i].ts_ns > lo) i0 = i;
+        if (all[i].ts_ns > hi) {
+          i1 = i;
           break;
         }
       }
@@ -1261,22 +1267,30 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       }
       if (m > 0) scanner->OnSamples(absl::MakeConstSpan(all + begin, m));
     };
-    if (j == sh.count) {  // nothing after `cut`
-      hand(0, n);
-      return true;
+    i0 = std::min(i0, i1);
+    hand(0, i0);
+    if (i1 > i0) {
+      ChunkSummary span;
+      span.header = sh;
+      span.header.count = i1 - i0;
+      span.header.first_ts = span.header.min_ts = span.header.first_t = all[i0].ts_ns;
+      span.header.first_value = all[i0].value;
+      if (i1 < sh.count) {
+        span.header.last_ts = span.header.max_ts = span.header.last_t = all[i1 - 1].ts_ns;
+        span.header.last_value = all[i1 - 1].value;
+      }
+      const ChunkHeader& sp = span.header;
+      span.valid_delta = static_cast<double>(sp.last_value - sp.first_value);
+      span.valid_ns = sp.last_ts - sp.first_ts;
+      span.max_valid_ns = seg.summary.max_valid_ns;  // a bound: not narrowed to the span
+      span.above32 = seg.summary.above32;
+      if (scanner->OnSummary(span)) {
+        if (i1 == sh.count) return true;
+      } else {
+        hand(i0, std::min(n, i1));
+      }
     }
-    hand(0, j);
-    ChunkSummary rest;
-    rest.header = sh;
-    rest.header.count = sh.count - j;
-    rest.header.first_ts = rest.header.min_ts = rest.header.first_t = all[j].ts_ns;
-    rest.header.first_value = all[j].value;
-    rest.valid_delta = static_cast<double>(sh.last_value - all[j].value);
-    rest.valid_ns = sh.last_ts - all[j].ts_ns;
-    rest.max_valid_ns = seg.summary.max_valid_ns;  // a bound: not narrowed to the rest
-    rest.above32 = seg.summary.above32;
-    if (scanner->OnSummary(rest)) return true;
-    hand(j, n);
+    hand(std::min(n, i1), n);
     return n == sh.count || stream(h, data, block, cp, sh, sh.count - n);
   };
   SegmentCache& cache = ThreadSegmentCache();
@@ -1297,9 +1311,10 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       const RangeScanner::Plan plan = scanner->PlanChunk(sh);
       if (plan == RangeScanner::Plan::kSkip) continue;
       if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
-      const int64_t cut = seg.telescopes ? scanner->SummaryAfter(sh) : INT64_MAX;
-      if (cut != INT64_MAX ? !split(h, data, block, seg, cut)
-                           : !stream(h, data, block, seg.start, sh, sh.count)) {
+      const std::pair<int64_t, int64_t> span =
+          seg.telescopes ? scanner->SummarySpan(sh) : std::pair<int64_t, int64_t>{0, 0};
+      if (span.first < span.second ? !split(h, data, block, seg, span.first, span.second)
+                                   : !stream(h, data, block, seg.start, sh, sh.count)) {
         MarkCorrupt(chunk);
         return false;
       }

@@ -186,13 +186,16 @@ class RangeScanner {
   // segment's header: its last sample is the rest's); it decodes the rest
   // unless that plans kSkip. Default: never.
   virtual bool Satisfied() const { return false; }
-  // For a segment just planned kSamples: a time `cut` such that the scanner
-  // needs as samples only those at or before it; the store may then hand
-  // over those and offer the segment's other samples as one summary
-  // (OnSummary; its header's first sample is the first one after `cut`, and
-  // every later one is after it too), decoding them only when that returns
-  // false. INT64_MAX (the default): the whole segment as samples.
-  virtual int64_t SummaryAfter(const ChunkHeader& /*segment*/) const { return INT64_MAX; }
+  // For a segment just planned kSamples: times (lo, hi] such that the
+  // scanner takes the segment's samples after lo and at or before hi as one
+  // summary (OnSummary; its header's first sample is the first after lo, its
+  // last the last at or before hi) and only the others as samples. The store
+  // may then offer them so (when the segment's timestamps increase and its
+  // intervals are all valid), decoding them as samples only when OnSummary
+  // returns false. lo >= hi (the default): the whole segment as samples.
+  virtual std::pair<int64_t, int64_t> SummarySpan(const ChunkHeader& /*segment*/) const {
+    return {0, 0};
+  }
 };
 
 // One appended sample, as the store judged it (Store::SetObserver).

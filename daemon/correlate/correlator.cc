@@ -236,12 +236,13 @@ class WindowAccumulator final : public RangeScanner {
   // Past the window, only the range's last sample still counts (PlanChunk).
   bool Satisfied() const override { return st_.done; }
 
-  // A segment across the baseline's start that ends before the window: the
-  // samples up to b0 decide the interval into the baseline; those after it
-  // lie inside the baseline and can be summed (OnSummary).
-  int64_t SummaryAfter(const ChunkHeader& h) const override {
-    if (!st_.done && h.min_ts < b0_ && h.max_ts > b0_ && h.max_ts <= t0_) return b0_;
-    return INT64_MAX;
+  // The samples of a segment that lie inside the baseline, but for the
+  // first (the interval into the baseline, or into the segment), count only
+  // through their intervals' sums: one summary (OnSummary) between the
+  // samples up to b0 and those after t0.
+  std::pair<int64_t, int64_t> SummarySpan(const ChunkHeader& h) const override {
+    if (st_.done || h.max_ts <= b0_ || h.min_ts > t0_) return {0, 0};
+    return {b0_, t0_};
   }
 
   void set_to_ns(int64_t to_ns) { to_ns_ = to_ns; }
