@@ -132,34 +132,36 @@ void SummarizeSamples(CounterSemantics sem, absl::Span<const Sample> samples, Ch
   if (samples.empty()) return;
   CounterTracker tracker(sem);
   sum->above32 = samples[0].value > UINT32_MAX;
+  sum->all_valid = true;
+  sum->max_rate = 0;
   tracker.Update(samples[0].value);
   for (size_t i = 1; i < samples.size(); ++i) {
     const CounterUpdate u = tracker.Update(samples[i].value);
     sum->above32 = sum->above32 || samples[i].value > UINT32_MAX;
     const int64_t len = samples[i].ts_ns - samples[i - 1].ts_ns;
-    if (len <= 0 || !u.rate_valid) continue;
+    if (len <= 0 || !u.rate_valid) {
+      sum->all_valid = false;
+      continue;
+    }
     sum->valid_delta += static_cast<double>(u.delta);
     sum->valid_ns += len;
     sum->max_valid_ns = std::max(sum->max_valid_ns, len);
     sum->wrapped = sum->wrapped || u.event == CounterEvent::kWrapped;
+    if (u.delta != 0) {
+      sum->max_rate =
+          std::max(sum->max_rate, static_cast<double>(u.delta) * (1.0 / static_cast<double>(len)));
+    }
   }
 }
 
-// Whether the intervals between `samples` (`sum`: their summary) all have
-// a positive length and are valid, each moving by the difference of its
-// values (no reset, saturation or wrap), and sum to below 2^53 (exact as
-// doubles): then the intervals from any of the samples on sum to the
-// difference of that sample and the last one.
-bool Telescopes(absl::Span<const Sample> samples, const ChunkSummary& sum) {
+// Whether the intervals of `sum` all have a positive length and are valid,
+// each moving by the difference of its values (no reset, saturation or wrap),
+// and sum to below 2^53 (exact as doubles): then the intervals from any of
+// its samples to any later one sum to the difference of the two.
+bool Telescopes(const ChunkSummary& sum) {
   const ChunkHeader& h = sum.header;
-  for (size_t i = 1; i < samples.size(); ++i) {
-    if (samples[i].ts_ns <= samples[i - 1].ts_ns) return false;
-  }
-  // Positive lengths that add up to last - first: every interval is valid.
-  // Valid intervals that do not wrap move by the values' difference.
-  return !sum.wrapped && sum.valid_ns == h.last_ts - h.first_ts && h.last_value >= h.first_value &&
-         h.last_value - h.first_value < (uint64_t{1} << 53) &&
-         sum.valid_delta == static_cast<double>(h.last_value - h.first_value);
+  return sum.all_valid && !sum.wrapped && h.last_value >= h.first_value &&
+         h.last_value - h.first_value < (uint64_t{1} << 53);
 }
 
 // Seek index of a chunk (Store::ScanRange): the chunk cut into segments of
@@ -182,11 +184,6 @@ constexpr uint32_t kSegmentSamples = 64;
 struct Segment {
   ChunkCheckpoint start;
   ChunkSummary summary;  // summary.header: the segment's (real timestamps)
-  // Every interval in it is valid with a positive length and moved by the
-  // values' difference (no reset, saturation or wrap), their sum below 2^53:
-  // from any sample on, the intervals sum to the difference of that sample
-  // and the last (RangeScanner::SummaryAfter).
-  bool telescopes = false;
 };
 
 // The hot part of a segment's record, apart from the rest (checkpoint,
@@ -375,7 +372,6 @@ bool ExtendIndex(SegmentCache* cache, SegmentIndex* idx, CounterSemantics sem, c
     }
     seg.summary.header = HeaderOf(buf);
     SummarizeSamples(sem, buf, &seg.summary);
-    seg.telescopes = Telescopes(buf, seg.summary);
     idx->segments.push_back(seg);
     const ChunkHeader& sh = seg.summary.header;
     const int64_t upto =
@@ -1284,6 +1280,7 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       span.valid_ns = sp.last_ts - sp.first_ts;
       span.max_valid_ns = seg.summary.max_valid_ns;  // a bound: not narrowed to the span
       span.above32 = seg.summary.above32;
+      span.all_valid = true;  // max_rate: not known
       if (scanner->OnSummary(span)) {
         if (i1 == sh.count) return true;
       } else {
@@ -1312,7 +1309,7 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       if (plan == RangeScanner::Plan::kSkip) continue;
       if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
       const std::pair<int64_t, int64_t> span =
-          seg.telescopes ? scanner->SummarySpan(sh) : std::pair<int64_t, int64_t>{0, 0};
+          Telescopes(seg.summary) ? scanner->SummarySpan(sh) : std::pair<int64_t, int64_t>{0, 0};
       if (span.first < span.second ? !split(h, data, block, seg, span.first, span.second)
                                    : !stream(h, data, block, seg.start, sh, sh.count)) {
         MarkCorrupt(chunk);

@@ -149,6 +149,12 @@ struct ChunkSummary {
   int64_t max_valid_ns = 0;  // the longest of them
   bool wrapped = false;      // some valid delta crossed a 32-bit wrap
   bool above32 = false;      // some raw value exceeds UINT32_MAX
+  // Every interval has a positive length and a valid rate (no reset,
+  // saturation, clock step or repeated timestamp); false where not known.
+  bool all_valid = false;
+  // The largest delta * (1.0 / length) of the valid intervals, computed so
+  // (raw units per ns; 0 with none); -1 where not known.
+  double max_rate = -1;
 };
 
 // Consumer of Store::ScanRange: decides per chunk whether its summary is

@@ -203,11 +203,14 @@ WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
 // [t0 - baseline_ns - max_gap_ns, t1 + max_gap_ns] of series `id`, except
 // that a chunk, or a 64-sample segment of a long one, wholly inside the
 // baseline window (or wholly before it) is taken from its summary
-// (Store::ScanRange) instead of its samples, and chunks or segments after the
-// window are skipped once an interval starts past t1. Equal
-// to ComputeWindowStats over store.ReadRange of that range (the same counter
-// semantics, resets, saturation and gaps), up to floating-point rounding of
-// baseline_rate (the summed deltas are added in another order).
+// (Store::ScanRange) instead of its samples, and so are a segment's samples
+// inside the baseline where all its intervals are valid, and, for a scale
+// that is a power of two, a segment wholly inside the window whose intervals
+// are all valid (their deltas, lengths and peak rate are exact); chunks or
+// segments after the window are skipped once an interval starts past t1.
+// Equal to ComputeWindowStats over store.ReadRange of that range (the same
+// counter semantics, resets, saturation and gaps), up to floating-point
+// rounding of baseline_rate (the summed deltas are added in another order).
 WindowStats ReadWindowStats(const Store& store, SeriesId id, CounterSemantics semantics,
                             double scale, int64_t t0, int64_t t1, int64_t baseline_ns,
                             int64_t max_gap_ns);
