@@ -69,8 +69,8 @@ const char* PciRelationName(PciRelation relation) {
   return "SYS";
 }
 
-const LinkPartner* HostTopology::FindPartner(const std::string& device, uint32_t port,
-                                             const std::string& netdev) const {
+const LinkPartner* HostTopology::FindPartner(absl::string_view device, uint32_t port,
+                                             absl::string_view netdev) const {
   if (!device.empty()) {
     for (const LinkPartner& p : partners) {
       if (p.device == device && p.port == port) return &p;

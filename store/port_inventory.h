@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 
 namespace fabricscope {
 
@@ -118,8 +119,8 @@ struct HostTopology {
   std::vector<GpuNicAffinity> affinity;  // every GPU x RDMA device pair with a known placement
 
   // The partner of (device, port), else of `netdev` when given; null if none.
-  const LinkPartner* FindPartner(const std::string& device, uint32_t port,
-                                 const std::string& netdev) const;
+  const LinkPartner* FindPartner(absl::string_view device, uint32_t port,
+                                 absl::string_view netdev) const;
   // The GPU whose bus id or index (decimal) is `gpu`; bus ids compare without
   // case and with or without the "0000:" domain. Null if none.
   const GpuInfo* FindGpu(const std::string& gpu) const;

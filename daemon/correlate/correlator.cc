@@ -389,8 +389,8 @@ WindowStats ReadWindowStats(const Store& store, SeriesId id, CounterSemantics se
 namespace {
 
 // "mlx5_0/1", or "mlx5_0" for every port of a device.
-std::string PortName(const std::string& device, uint32_t port) {
-  return port == 0 ? device : absl::StrCat(device, "/", port);
+std::string PortName(absl::string_view device, uint32_t port) {
+  return port == 0 ? std::string(device) : absl::StrCat(device, "/", port);
 }
 
 }  // namespace
@@ -630,7 +630,7 @@ std::string BlindWhy(const WindowStats& w, const SeriesState& state, int64_t t0,
 // where the series is read and its raw counter name (what an operator looks
 // up: perfquery, ethtool -S).
 std::string BlindText(const SeriesCorrelation& s) {
-  const std::string where = !s.device.empty() ? PortName(s.device, s.port) : s.netdev;
+  const std::string where = !s.device.empty() ? PortName(s.device, s.port) : std::string(s.netdev);
   return absl::StrCat(where.empty() ? "" : absl::StrCat(where, " "), s.raw_name, " ", s.blind);
 }
 
@@ -655,10 +655,10 @@ SeriesCorrelation SeriesCorrelationOf(const SeriesSnapshot& snap, SignalClass cl
   sc.device = snap.key->device;
   sc.port = snap.key->port;
   sc.netdev = snap.key->netdev;
-  sc.priority = std::string(snap.signal->Label("priority"));
-  sc.direction = std::string(snap.signal->Label("direction"));
-  sc.counter = std::string(snap.signal->Label("counter"));
-  if (sc.counter.empty()) sc.counter = std::string(snap.signal->Label("reason"));
+  sc.priority = snap.signal->Label("priority");
+  sc.direction = snap.signal->Label("direction");
+  sc.counter = snap.signal->Label("counter");
+  if (sc.counter.empty()) sc.counter = snap.signal->Label("reason");
   return sc;
 }
 
@@ -870,15 +870,15 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
     const SeriesCorrelation& sc = out.series[i];
     if (IsCongestionClass(sc.signal_class) && sc.superseded_by.empty() && !sc.blind.empty()) {
       blind_texts.push_back(BlindText(sc));
-      out.blind.push_back({.signal = sc.signal,
-                           .counter = sc.counter,
-                           .source = sc.source,
-                           .raw_name = sc.raw_name,
-                           .device = sc.device,
+      out.blind.push_back({.signal = std::string(sc.signal),
+                           .counter = std::string(sc.counter),
+                           .source = std::string(sc.source),
+                           .raw_name = std::string(sc.raw_name),
+                           .device = std::string(sc.device),
                            .port = sc.port,
-                           .netdev = sc.netdev,
-                           .priority = sc.priority,
-                           .direction = sc.direction,
+                           .netdev = std::string(sc.netdev),
+                           .priority = std::string(sc.priority),
+                           .direction = std::string(sc.direction),
                            .why = sc.blind});
     }
   }

@@ -119,7 +119,7 @@ void SpanAggregates::Record(const Span& span, const SpanCorrelation& c) {
       .Add({{"name", name}, {"verdict", verdict}}, StallBuckets())
       .Observe(seconds);
   std::set<std::string> signals;
-  for (const SeriesCorrelation& s : c.Anomalous()) signals.insert(s.signal);
+  for (const SeriesCorrelation& s : c.Anomalous()) signals.insert(std::string(s.signal));
   for (const std::string& signal : signals) {
     metrics_->Counter(kStallSignals).Add({{"name", name}, {"signal", signal}}).Increment();
     if (traced) OfferExemplar(kStallSignals.name, {{"name", name}, {"signal", signal}}, span);

@@ -59,7 +59,8 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
     }
     if (c.verdict == Verdict::kFabric && !c.series.empty() && c.series[0].anomalous) {
       const SeriesCorrelation& top = c.series[0];
-      ++blamed[{top.signal, top.counter, top.direction, top.priority}];
+      ++blamed[{std::string(top.signal), std::string(top.counter), std::string(top.direction),
+                std::string(top.priority)}];
     }
     if (!selection.Selects(c)) {
       ++sum.not_selected;

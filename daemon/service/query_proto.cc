@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "daemon/correlate/signal_class.h"
 
 namespace fabricscope {
@@ -43,8 +44,8 @@ v1::SpanKind SpanKindToProto(SpanKind k) {
 
 // Sets out's partner from `topology` when it knows the port's.
 template <typename Message>
-void FillPartner(const HostTopology* topology, const std::string& device, uint32_t port,
-                 const std::string& netdev, Message* out) {
+void FillPartner(const HostTopology* topology, absl::string_view device, uint32_t port,
+                 absl::string_view netdev, Message* out) {
   if (topology == nullptr) return;
   if (const LinkPartner* p = topology->FindPartner(device, port, netdev); p != nullptr) {
     LinkPartnerToProto(*p, out->mutable_partner());
@@ -52,16 +53,16 @@ void FillPartner(const HostTopology* topology, const std::string& device, uint32
 }
 
 void FillSignal(const SeriesCorrelation& s, v1::SignalCorrelation* out) {
-  out->set_signal(s.signal);
+  out->set_signal(std::string(s.signal));
   out->set_signal_class(std::string(SignalClassName(s.signal_class)));
-  out->set_device(s.device);
+  out->set_device(std::string(s.device));
   out->set_port(s.port);
-  out->set_netdev(s.netdev);
-  out->set_priority(s.priority);
-  out->set_direction(s.direction);
-  out->set_counter(s.counter);
-  out->set_source(s.source);
-  out->set_raw_name(s.raw_name);
+  out->set_netdev(std::string(s.netdev));
+  out->set_priority(std::string(s.priority));
+  out->set_direction(std::string(s.direction));
+  out->set_counter(std::string(s.counter));
+  out->set_source(std::string(s.source));
+  out->set_raw_name(std::string(s.raw_name));
   out->set_delta(s.stats.delta);
   out->set_rate(s.stats.rate);
   out->set_baseline_rate(s.stats.baseline_rate);

@@ -3,9 +3,11 @@
 #include "daemon/correlate/span_aggregates.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "exporters/exposition.h"
 #include "gtest/gtest.h"
 
@@ -28,13 +30,20 @@ Span MakeSpan(uint8_t id, int64_t end_ns, double seconds) {
   return s;
 }
 
+// `s` kept for the test's lifetime: a SeriesCorrelation views its names
+// (in the daemon, the store's own strings).
+absl::string_view Kept(const std::string& s) {
+  static auto* kept = new std::set<std::string>;
+  return *kept->insert(s).first;
+}
+
 SpanCorrelation Stall(Verdict verdict, std::vector<std::string> anomalous_signals) {
   SpanCorrelation c;
   c.stall = true;
   c.verdict = verdict;
   for (auto& sig : anomalous_signals) {
     SeriesCorrelation s;
-    s.signal = sig;
+    s.signal = Kept(sig);
     s.anomalous = true;
     c.series.push_back(s);
   }

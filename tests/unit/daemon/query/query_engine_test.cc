@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "tests/unit/daemon/query/query_test_world.h"
 
@@ -374,6 +376,13 @@ TEST_F(QueryEngineTest, ConcurrentQueriesWhileTheStoresGrow) {
   EXPECT_EQ(spans->size(), 3u + 200u);
 }
 
+// `s` kept for the test's lifetime: a SeriesCorrelation views its names
+// (in the daemon, the store's own strings).
+absl::string_view Kept(const std::string& s) {
+  static auto* kept = new std::set<std::string>;
+  return *kept->insert(s).first;
+}
+
 // A correlated span with `verdict`, `stall` and (fabric) a top-ranked
 // anomalous series of `signal` rx priority `prio`.
 CorrelatedSpan Judged(uint8_t id, Verdict verdict, bool stall, const std::string& signal = "",
@@ -385,9 +394,9 @@ CorrelatedSpan Judged(uint8_t id, Verdict verdict, bool stall, const std::string
   c.correlation.stall = stall;
   if (!signal.empty()) {
     SeriesCorrelation s;
-    s.signal = signal;
+    s.signal = Kept(signal);
     s.direction = "rx";
-    s.priority = prio;
+    s.priority = Kept(prio);
     s.anomalous = true;
     c.correlation.series.push_back(s);
   }
