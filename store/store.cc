@@ -1,6 +1,7 @@
 #include "store/store.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -202,11 +203,11 @@ struct SegmentIndex {
   std::vector<Segment> segments;      // complete segments, oldest first
   std::vector<SegmentBounds> bounds;  // ... their bounds, alike
   ChunkCheckpoint next;               // the first sample after them
-  // The header (real timestamps) and summary of the samples after the
-  // complete segments while the chunk held `rest_count` samples (0: not
-  // known): a chunk's first n samples never change, so a scan that does not
-  // need these samples, or needs only their summary, skips their decode.
-  ChunkSummary rest;
+  // The samples after the complete segments, as a shorter segment, while
+  // the chunk held `rest_count` samples (0: not known): a chunk's first n
+  // samples never change, so a scan that does not need these samples, or
+  // needs only their summary, skips their decode.
+  Segment rest;
   uint32_t rest_count = 0;
 };
 
@@ -1229,6 +1230,7 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
   auto split = [&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
                    const Segment& seg, int64_t lo, int64_t hi) {
     const ChunkHeader& sh = seg.summary.header;
+    assert(sh.count <= kSegmentSamples);
     const std::vector<int64_t>* ticks = block != nullptr ? &TickTimes(block, h.last_t) : nullptr;
     Sample all[kSegmentSamples];
     ChunkCheckpoint cp = seg.start;
@@ -1298,30 +1300,32 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       MarkCorrupt(chunk);
       return false;
     }
-    const ChunkCheckpoint rest = idx->next;
+    // One segment, planned like a chunk; false when the chunk is corrupt.
+    auto scan_segment = [&](const Segment& seg) {
+      const ChunkHeader& sh = seg.summary.header;
+      const RangeScanner::Plan plan = scanner->PlanChunk(sh);
+      if (plan == RangeScanner::Plan::kSkip) return true;
+      if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) return true;
+      const std::pair<int64_t, int64_t> span =
+          Telescopes(seg.summary) ? scanner->SummarySpan(sh) : std::pair<int64_t, int64_t>{0, 0};
+      return span.first < span.second ? split(h, data, block, seg, span.first, span.second)
+                                      : stream(h, data, block, seg.start, sh, sh.count);
+    };
     const SegmentBounds* const bounds = idx->bounds.data();
     const auto [first, last] = SegmentSpan(*idx, from_ns, to_ns);
     for (size_t k = first; k < last; ++k) {
       if (bounds[k].max_ts < from_ns || bounds[k].min_ts > to_ns) continue;
-      const Segment& seg = idx->segments[k];
-      const ChunkHeader& sh = seg.summary.header;
-      const RangeScanner::Plan plan = scanner->PlanChunk(sh);
-      if (plan == RangeScanner::Plan::kSkip) continue;
-      if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(seg.summary)) continue;
-      const std::pair<int64_t, int64_t> span =
-          Telescopes(seg.summary) ? scanner->SummarySpan(sh) : std::pair<int64_t, int64_t>{0, 0};
-      if (span.first < span.second ? !split(h, data, block, seg, span.first, span.second)
-                                   : !stream(h, data, block, seg.start, sh, sh.count)) {
+      if (!scan_segment(idx->segments[k])) {
         MarkCorrupt(chunk);
         return false;
       }
     }
-    if (rest.index >= h.count) return true;
-    // The rest: decoded (once per chunk length) for its header and
-    // summary, and again when the scanner needs its samples.
-    bool decoded = false;
-    auto decode_rest = [&]() {
-      ChunkCheckpoint cp = rest;
+    if (idx->next.index >= h.count) return true;
+    // The rest: decoded for its header and summary once per chunk length
+    // (and handed over from there when the scanner needs its samples then),
+    // later scanned like a segment from its checkpoint.
+    if (idx->rest_count != h.count) {
+      ChunkCheckpoint cp = idx->next;
       tmp.clear();
       if (!DecodeChunkFrom(h, data, &cp, h.count, &tmp) || tmp.empty() ||
           (block != nullptr && !MapTicks(block, tmp.back().ts_ns, &tmp, 0))) {
@@ -1329,23 +1333,27 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
         MarkCorrupt(chunk);
         return false;
       }
-      decoded = true;
-      return true;
-    };
-    if (idx->rest_count != h.count) {
-      if (!decode_rest()) return false;
-      idx->rest = ChunkSummary{};
-      idx->rest.header = HeaderOf(tmp);
-      SummarizeSamples(sem, tmp, &idx->rest);
+      idx->rest.summary = ChunkSummary{};
+      idx->rest.summary.header = HeaderOf(tmp);
+      SummarizeSamples(sem, tmp, &idx->rest.summary);
+      idx->rest.start = idx->next;
       idx->rest_count = h.count;
+      const ChunkHeader& rh = idx->rest.summary.header;
+      if (rh.max_ts < from_ns || rh.min_ts > to_ns) return true;
+      const RangeScanner::Plan plan = scanner->PlanChunk(rh);
+      if (plan == RangeScanner::Plan::kSkip) return true;
+      if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(idx->rest.summary)) {
+        return true;
+      }
+      hand_over(rh);
+      return true;
     }
-    const ChunkHeader& rh = idx->rest.header;
+    const ChunkHeader& rh = idx->rest.summary.header;
     if (rh.max_ts < from_ns || rh.min_ts > to_ns) return true;
-    const RangeScanner::Plan plan = scanner->PlanChunk(rh);
-    if (plan == RangeScanner::Plan::kSkip) return true;
-    if (plan == RangeScanner::Plan::kSummary && scanner->OnSummary(idx->rest)) return true;
-    if (!decoded && !decode_rest()) return false;
-    hand_over(rh);
+    if (!scan_segment(idx->rest)) {
+      MarkCorrupt(chunk);
+      return false;
+    }
     return true;
   };
   v.ForEachChunk([&](const ChunkHeader& h, const uint8_t* data, const TimeBlock* block,
