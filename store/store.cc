@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace fabricscope {
@@ -524,7 +525,7 @@ struct Store::ReadView {
   const Chunk* first = nullptr;
   const Chunk* last = nullptr;
   ChunkHeader head;
-  std::vector<uint8_t> head_data;
+  absl::InlinedVector<uint8_t, 256> head_data;  // a constant series' head fits inline
   std::shared_ptr<TimeBlock> head_block;
   uint64_t head_serial = 0;
 
