@@ -1395,7 +1395,14 @@ void Store::ScanRange(SeriesId id, int64_t from_ns, int64_t to_ns, RangeScanner*
       if (!scanner->OnSummary(sum)) hand_over(h);
       return;
     }
-    if (!scanner->OnSummary(sum) && decode(h, data, block, chunk)) hand_over(h);
+    if (scanner->OnSummary(sum)) return;
+    // The cached summary does not suffice (it keeps no all_valid or
+    // max_rate): a long chunk by segments, which have theirs.
+    if (h.count > 2 * kSegmentSamples) {
+      by_segments(h, data, block, chunk, chunk->serial);
+    } else if (decode(h, data, block, chunk)) {
+      hand_over(h);
+    }
   });
 }
 

@@ -181,7 +181,8 @@ class RangeScanner {
   // meaningful.
   virtual Plan PlanChunk(const ChunkHeader& header) = 0;
   // The summary of a chunk planned kSummary; false when it does not suffice
-  // after all (the store then decodes the chunk and calls OnSamples).
+  // after all (the store then hands over the chunk's samples: OnSamples, or
+  // for a long chunk whose summary was cached, its segments as for kSamples).
   virtual bool OnSummary(const ChunkSummary& summary) = 0;
   // The samples of one decoded chunk with from_ns <= ts_ns <= to_ns, in
   // append order (real timestamps).
