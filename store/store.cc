@@ -525,7 +525,8 @@ struct Store::ReadView {
   const Chunk* first = nullptr;
   const Chunk* last = nullptr;
   ChunkHeader head;
-  absl::InlinedVector<uint8_t, 256> head_data;  // a constant series' head fits inline
+  // A head never outgrows kMaxChunkBytes: copied without a heap allocation.
+  absl::InlinedVector<uint8_t, kMaxChunkBytes> head_data;
   std::shared_ptr<TimeBlock> head_block;
   uint64_t head_serial = 0;
 
