@@ -220,10 +220,14 @@ constexpr int64_t kSegmentBytes = sizeof(Segment) + sizeof(SegmentBounds);
 // slot in use, when it is over kSegmentCacheBytes or when the caches of all
 // threads together are over kProcessSegmentBytes: any number of threads may
 // scan (the correlation worker, up to 32 gRPC query threads), and this memory
-// is outside the store's budget.
+// is outside the store's budget. The slot table starts at kMinSlots and
+// doubles, up to kMaxSlots, once its collisions have evicted as many live
+// entries as half its slots: a thread that reads a few chunks (a query
+// thread) keeps a small table.
 class SegmentCache {
  public:
-  static constexpr size_t kSlots = 16384;
+  static constexpr size_t kMinSlots = 512;
+  static constexpr size_t kMaxSlots = 16384;
   static constexpr int64_t kSegmentCacheBytes = 16 << 20;
   static constexpr int64_t kProcessSegmentBytes = 48 << 20;
 
@@ -233,12 +237,14 @@ class SegmentCache {
   ~SegmentCache() { Add(-bytes_); }
 
   SegmentIndex* Slot(uint64_t serial) {
-    if (slots_.empty()) {
-      slots_.resize(kSlots);
-      Add(static_cast<int64_t>(slots_.capacity() * sizeof(SegmentIndex)));
-    }
-    SegmentIndex* e = &slots_[serial % kSlots];
+    if (slots_.empty()) Resize(kMinSlots);
+    SegmentIndex* e = &slots_[serial & (slots_.size() - 1)];
     if (e->serial != serial) {
+      if (e->serial != 0 && slots_.size() < kMaxSlots && ++evictions_ >= slots_.size() / 2) {
+        Resize(slots_.size() * 2);
+        e = &slots_[serial & (slots_.size() - 1)];
+        if (e->serial == serial) return e;
+      }
       Add(-static_cast<int64_t>(e->segments.capacity()) * kSegmentBytes);
       std::vector<Segment>().swap(e->segments);
       std::vector<SegmentBounds>().swap(e->bounds);
@@ -249,9 +255,9 @@ class SegmentCache {
     return e;
   }
   // The slot `serial` maps to, as it is (for a read-ahead: the caller checks
-  // its serial); null before the first Slot().
+  // its serial); null before the first Slot(). Valid until the next Slot().
   const SegmentIndex* SlotOf(uint64_t serial) const {
-    return slots_.empty() ? nullptr : &slots_[serial % kSlots];
+    return slots_.empty() ? nullptr : &slots_[serial & (slots_.size() - 1)];
   }
   // Accounts growth of a slot's vector; clears every slot but `keep` when
   // this thread's cache or all threads' caches are over their bound.
@@ -281,8 +287,21 @@ class SegmentCache {
     return process_bytes_.fetch_add(delta, std::memory_order_relaxed) + delta;
   }
 
+  // A table of `n` slots (a power of two), the entries kept: each old slot
+  // maps to one of two new ones, its own.
+  void Resize(size_t n) {
+    std::vector<SegmentIndex> bigger(n);
+    for (SegmentIndex& e : slots_) {
+      if (e.serial != 0) bigger[e.serial & (n - 1)] = std::move(e);
+    }
+    Add(static_cast<int64_t>(n - slots_.size()) * static_cast<int64_t>(sizeof(SegmentIndex)));
+    slots_ = std::move(bigger);
+    evictions_ = 0;
+  }
+
   static inline std::atomic<int64_t> process_bytes_{0};
   std::vector<SegmentIndex> slots_;
+  size_t evictions_ = 0;  // live entries evicted by collisions since the last Resize
   int64_t bytes_ = 0;
 };
 
@@ -1419,7 +1438,6 @@ struct Store::ScanAhead::Cursor {
     const uint8_t* data = nullptr;  // a sealed chunk's stream
     int64_t min_ts = 0, max_ts = 0;
     uint32_t count = 0;
-    const SegmentIndex* slot = nullptr;
     size_t first = 0, last = 0;  // the segments that may overlap the range
   };
   static constexpr size_t kParts = 6;
