@@ -2,6 +2,7 @@
 
 #include <net/if.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -43,9 +44,10 @@ absl::StatusOr<std::unique_ptr<Collector>> EthtoolCollector::Create(const Collec
     return absl::InvalidArgumentError(
         "ethtool needs a config, a store, a port inventory and a clock");
   }
-  std::unique_ptr<EthtoolStatsSource> source = ctx.options->ethtool_dir.empty()
-                                                   ? MakeKernelEthtoolSource()
-                                                   : MakeDirEthtoolSource(ctx.options->ethtool_dir);
+  std::unique_ptr<EthtoolStatsSource> source =
+      ctx.options->ethtool_dir.empty()
+          ? MakeKernelEthtoolSource()
+          : MakeDirEthtoolSource(ctx.options->ethtool_dir, ctx.options->sysfs_root);
   Options options;
   options.netdev_include = ctx.options->netdev_include;
   return std::make_unique<EthtoolCollector>(ctx.store, ctx.ports, ctx.clock, std::move(source),
@@ -141,6 +143,7 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
       dev.stats_unsupported = dev.pause_unsupported = dev.fec_unsupported = false;
       dev.reader = source_->Open(netdev);
       dev.resolved = false;
+      dev.speed_unsupported = false;
       dev.mapped.clear();
       dev.mapped_ids.clear();
       dev.claimed.clear();
@@ -164,7 +167,34 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
       dev.link_bps = owner.link_bps;
       dev.resolved = false;
     }
+    // The speed is asked again at every rescan: here, or by the remap pending.
+    dev.speed_asked = false;
+    if (dev.resolved && dev.present && dev.wants_speed && dev.link_bps <= 0 && AskSpeed(ctx, dev)) {
+      dev.resolved = false;
+    }
   }
+}
+
+bool EthtoolCollector::AskSpeed(PollContext& ctx, Device& dev) {
+  if (dev.speed_unsupported) return false;
+  dev.speed_asked = true;
+  absl::StatusOr<uint32_t> speed = source_->LinkSpeedMbps(dev.netdev);
+  uint32_t mbps = 0;
+  if (speed.ok()) {
+    mbps = *speed;
+  } else if (CollectorErrorCodeOf(speed.status()) == CollectorErrorCode::kUnsupported) {
+    dev.speed_unsupported = true;  // counted once, not asked again
+    ctx.Error(speed.status(), dev.netdev);
+  } else if (CollectorErrorCodeOf(speed.status()) != CollectorErrorCode::kNotFound) {
+    ctx.Error(speed.status(), dev.netdev);  // a vanished netdev is counted by its stats read
+  }
+  const bool changed = mbps != dev.speed_mbps;
+  dev.speed_mbps = mbps;
+  return changed;
+}
+
+double EthtoolCollector::EstimateRateBps(const Device& dev) {
+  return dev.link_bps > 0 ? dev.link_bps : dev.speed_mbps * 1e6;
 }
 
 void EthtoolCollector::MarkAbsent(Device& dev) {
@@ -198,7 +228,7 @@ void EthtoolCollector::PollDevice(PollContext& ctx, Device& dev) {
     for (SeriesId id : dev.mapped_ids) store_->SetPresent(id, true);
     for (const auto& [name, id] : dev.netlink) store_->SetPresent(id, true);
   }
-  if (names_changed || !dev.resolved) Remap(dev);
+  if (names_changed || !dev.resolved) Remap(ctx, dev);
   absl::Span<const uint64_t> values = dev.reader->values();
   for (const Mapped& m : dev.mapped) {
     if (m.index < values.size()) ctx.Append(m.id, values[m.index]);
@@ -213,7 +243,7 @@ std::optional<Signal> EthtoolCollector::Resolve(const SeriesKey& key) {
   return sig;
 }
 
-void EthtoolCollector::Remap(Device& dev) {
+void EthtoolCollector::Remap(PollContext& ctx, Device& dev) {
   const std::vector<std::string>& names = dev.reader->names();
   struct Candidate {
     uint32_t index;
@@ -245,9 +275,13 @@ void EthtoolCollector::Remap(Device& dev) {
     claimed.insert(set);
   }
   // Pause time estimated from XOFF frames where the netdev counts no pause time.
+  dev.wants_speed = std::any_of(winners.begin(), winners.end(),
+                                [](const auto& w) { return w.second.signal.pause_quanta > 0; });
+  if (dev.wants_speed && dev.link_bps <= 0 && !dev.speed_asked) AskSpeed(ctx, dev);
+  const double rate_bps = EstimateRateBps(dev);
   for (const auto& [set, c] : winners) {
-    if (c.signal.pause_quanta == 0 || dev.link_bps <= 0) continue;
-    std::optional<SeriesKey> key = PauseEstimateKey(c.key, dev.link_bps);
+    if (c.signal.pause_quanta == 0 || rate_bps <= 0) continue;
+    std::optional<SeriesKey> key = PauseEstimateKey(c.key, rate_bps);
     std::optional<Signal> sig = key ? MapCounter(*key) : std::nullopt;
     if (!sig || winners.contains(LabelSetKey(*sig))) continue;
     SeriesId id = store_->Register(*key, *sig);

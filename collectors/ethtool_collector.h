@@ -20,10 +20,17 @@
 //  - pause-time estimates: an XOFF frame counter whose signal has
 //    pause_quanta (ice, i40e: no pause-time counter exists) also feeds a
 //    derived series, source "pause_estimate" (core/signals.h, "Pause-time
-//    estimates"), from the same raw value, when the netdev's RDMA port gives
-//    the link rate and no ethtool -S name of the netdev provides that
-//    priority's and direction's pause time. A changed link rate re-resolves
-//    the netdev (the rate is part of the estimate's key).
+//    estimates"), from the same raw value, when the link rate is known and
+//    no ethtool -S name of the netdev provides that priority's and
+//    direction's pause time. The link rate: the netdev's RDMA port's rate,
+//    else the netdev's own link speed (EthtoolStatsSource::LinkSpeedMbps:
+//    ETHTOOL_GLINKSETTINGS, or the sysfs speed attribute with --ethtool-dir),
+//    asked only of netdevs that have such frames and no RDMA port rate, at
+//    their first resolve and then at each rescan. A changed link rate
+//    re-resolves the netdev (the rate is part of the estimate's key). A
+//    speed the source cannot tell (kUnsupported) is counted once and not
+//    asked again for that netdev; a netdev without a speed (link down,
+//    SPEED_UNKNOWN, no such sysfs file) gets no estimate until it has one.
 //  - ethtool netlink pause and FEC stats (source "ethtool_netlink"): only for
 //    the label sets no `ethtool -S` name provides, and a request the device or
 //    kernel does not support is asked once, counted once (kUnsupported) and
@@ -93,6 +100,12 @@ class EthtoolCollector final : public Collector {
     std::string rdma_device;
     uint32_t port = 0;
     double link_bps = 0;  // the RDMA port's link rate, 0 when unknown
+    // The netdev's own link speed, asked only while wants_speed and link_bps
+    // is 0 (the RDMA port's rate comes first); 0 when unknown.
+    uint32_t speed_mbps = 0;
+    bool wants_speed = false;  // it has XOFF frames to estimate pause time from
+    bool speed_asked = false;  // since the last rescan
+    bool speed_unsupported = false;
     std::unique_ptr<EthtoolStatsReader> reader;
     bool listed = true;     // in the last rescan
     bool present = true;    // false after a NotFound, until a read succeeds
@@ -108,7 +121,11 @@ class EthtoolCollector final : public Collector {
 
   void Rescan(PollContext& ctx);
   void PollDevice(PollContext& ctx, Device& dev);
-  void Remap(Device& dev);
+  void Remap(PollContext& ctx, Device& dev);
+  // Asks the source for dev's link speed; true when it changed.
+  bool AskSpeed(PollContext& ctx, Device& dev);
+  // The rate the pause-time estimates use, bits per second (0: none).
+  static double EstimateRateBps(const Device& dev);
   void PollStandard(PollContext& ctx, Device& dev);
   void AppendNetlink(PollContext& ctx, Device& dev, const std::string& name, uint64_t value);
   void MarkAbsent(Device& dev);

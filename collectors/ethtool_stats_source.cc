@@ -13,9 +13,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/ethtool_text.h"
 #include "core/errors.h"
@@ -163,12 +167,51 @@ class KernelSource final : public EthtoolStatsSource {
   absl::StatusOr<FecStats> ReadFec(const std::string& netdev) override {
     return netlink_.GetFecStats(netdev);
   }
+  absl::StatusOr<uint32_t> LinkSpeedMbps(const std::string& netdev) override;
 
  private:
   const absl::Duration refresh_;
   int fd_ = -1;
   EthtoolNetlink netlink_;
 };
+
+// ETHTOOL_GLINKSETTINGS asks for the size of the link-mode masks first: a
+// request with link_mode_masks_nwords = 0 is answered with minus the number of
+// 32-bit words the kernel uses, and the second request with that number gets
+// the settings (the three masks follow the struct).
+absl::StatusOr<uint32_t> KernelSource::LinkSpeedMbps(const std::string& netdev) {
+  if (fd_ < 0) return absl::InternalError("no socket for SIOCETHTOOL");
+  if (netdev.size() >= IFNAMSIZ) return absl::NotFoundError("netdev name too long");
+  constexpr size_t kMaxWords = 127;  // link_mode_masks_nwords is an __s8
+  alignas(ethtool_link_settings)
+      uint8_t buf[sizeof(ethtool_link_settings) + 3 * kMaxWords * sizeof(uint32_t)];
+  auto* req = reinterpret_cast<ethtool_link_settings*>(buf);
+  auto ask = [&](int8_t nwords) -> absl::Status {
+    memset(buf, 0, sizeof(buf));
+    req->cmd = ETHTOOL_GLINKSETTINGS;
+    req->link_mode_masks_nwords = nwords;
+    ifreq ifr{};
+    memcpy(ifr.ifr_name, netdev.data(), netdev.size());
+    ifr.ifr_data = reinterpret_cast<char*>(buf);
+    if (ioctl(fd_, SIOCETHTOOL, &ifr) < 0) {
+      return ErrnoToStatus(errno, absl::StrCat("ETHTOOL_GLINKSETTINGS ", netdev));
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status s = ask(0); !s.ok()) return s;
+  const int nwords = -req->link_mode_masks_nwords;
+  if (nwords <= 0) {
+    return absl::InternalError(
+        absl::StrCat("ETHTOOL_GLINKSETTINGS ", netdev, ": no mask size in the handshake"));
+  }
+  if (absl::Status s = ask(static_cast<int8_t>(nwords)); !s.ok()) return s;
+  if (req->link_mode_masks_nwords != nwords) {
+    return absl::InternalError(
+        absl::StrCat("ETHTOOL_GLINKSETTINGS ", netdev, ": mask size changed"));
+  }
+  const uint32_t speed = req->speed;
+  return speed == static_cast<uint32_t>(SPEED_UNKNOWN) || speed > INT32_MAX ? 0 : speed;
+}
 
 // ---------------------------------------------------------------------------
 // Directory of `ethtool -S` text files.
@@ -236,7 +279,8 @@ class FileReader final : public EthtoolStatsReader {
 
 class DirSource final : public EthtoolStatsSource {
  public:
-  explicit DirSource(std::string dir) : dir_(std::move(dir)) {}
+  DirSource(std::string dir, std::string sysfs_root)
+      : dir_(std::move(dir)), sysfs_root_(std::move(sysfs_root)) {}
 
   absl::StatusOr<std::vector<std::string>> ListNetdevs() override {
     DIR* d = opendir(dir_.c_str());
@@ -265,9 +309,30 @@ class DirSource final : public EthtoolStatsSource {
   absl::StatusOr<FecStats> ReadFec(const std::string&) override {
     return absl::UnimplementedError("no ethtool netlink with --ethtool-dir");
   }
+  absl::StatusOr<uint32_t> LinkSpeedMbps(const std::string& netdev) override {
+    if (netdev.empty() || netdev.size() >= IFNAMSIZ || netdev.find('/') != std::string::npos) {
+      return absl::NotFoundError(absl::StrCat("no netdev named '", netdev, "'"));
+    }
+    const std::string path = absl::StrCat(sysfs_root_, "/class/net/", netdev, "/speed");
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(errno, path);
+    char text[32];
+    ssize_t n;
+    do {
+      n = read(fd, text, sizeof(text));
+    } while (n < 0 && errno == EINTR);
+    const int err = errno;
+    close(fd);
+    // The kernel refuses the read with EINVAL while the interface is down.
+    if (n < 0) return err == EINVAL ? absl::StatusOr<uint32_t>(0) : ErrnoToStatus(err, path);
+    absl::StatusOr<uint32_t> speed = ParseSysfsSpeed(absl::string_view(text, n));
+    if (!speed.ok()) return UnparsableError(absl::StrCat(path, ": ", speed.status().message()));
+    return speed;
+  }
 
  private:
   const std::string dir_;
+  const std::string sysfs_root_;
 };
 
 }  // namespace
@@ -281,8 +346,20 @@ std::unique_ptr<EthtoolStatsSource> MakeKernelEthtoolSource(absl::Duration names
   return std::make_unique<KernelSource>(names_refresh);
 }
 
-std::unique_ptr<EthtoolStatsSource> MakeDirEthtoolSource(std::string dir) {
-  return std::make_unique<DirSource>(std::move(dir));
+std::unique_ptr<EthtoolStatsSource> MakeDirEthtoolSource(std::string dir, std::string sysfs_root) {
+  return std::make_unique<DirSource>(std::move(dir), std::move(sysfs_root));
+}
+
+absl::StatusOr<uint32_t> ParseSysfsSpeed(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (t == "-1") return 0;
+  uint32_t mbps = 0;
+  if (t.empty() || t.size() > 10 || !absl::SimpleAtoi(t, &mbps) || t[0] == '+' ||
+      mbps > INT32_MAX) {
+    return UnparsableError(
+        absl::StrCat("speed '", absl::CHexEscape(t.substr(0, 16)), "' is not a number of Mb/s"));
+  }
+  return mbps;
 }
 
 }  // namespace fabricscope

@@ -7,13 +7,16 @@
 //    is resolved on the first read and again whenever the count the kernel
 //    reports in the GSTATS reply changes (PFC or global pause toggled, channel
 //    count changed), plus every `names_refresh` to catch a same-count swap.
-//    Standard stats through ethtool generic netlink (ethtool_netlink.h).
+//    Standard stats through ethtool generic netlink (ethtool_netlink.h); the
+//    link speed through ETHTOOL_GLINKSETTINGS.
 //  - MakeDirEthtoolSource(dir): tests and the simulator. Every regular file
 //    DIR/<netdev> holds `ethtool -S` text (ethtool_text.h) and is re-read on
 //    every tick (the writer rewrites it); names are re-resolved only when the
 //    name set changes. A file whose last line has no newline is treated as
 //    truncated mid-write (UnparsableError), as is garbage. No standard
-//    stats (HasStandardStats() is false).
+//    stats (HasStandardStats() is false). The link speed is the netdev's
+//    sysfs attribute <sysfs_root>/class/net/<netdev>/speed (Mb/s), which the
+//    kernel serves from the same link settings.
 //
 // Status codes of Read/ReadPause/ReadFec: those of core/errors.h --
 // ErrnoToStatus for a failed ioctl/open/read (NotFound: netdev or file gone;
@@ -32,6 +35,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "collectors/ethtool_netlink.h"
@@ -69,11 +74,24 @@ class EthtoolStatsSource {
   virtual bool HasStandardStats() const = 0;
   virtual absl::StatusOr<PauseStats> ReadPause(const std::string& netdev) = 0;
   virtual absl::StatusOr<FecStats> ReadFec(const std::string& netdev) = 0;
+
+  // The netdev's link speed in Mb/s; 0 when it has none now (link down, or
+  // the driver reports SPEED_UNKNOWN). NotFound: no such netdev (or no speed
+  // file); Unimplemented: the source or driver cannot tell.
+  virtual absl::StatusOr<uint32_t> LinkSpeedMbps(const std::string& netdev) {
+    return absl::UnimplementedError(
+        absl::StrCat("no link speed for ", netdev, " from this source"));
+  }
 };
 
 std::unique_ptr<EthtoolStatsSource> MakeKernelEthtoolSource(
     absl::Duration names_refresh = absl::Seconds(10));
-std::unique_ptr<EthtoolStatsSource> MakeDirEthtoolSource(std::string dir);
+std::unique_ptr<EthtoolStatsSource> MakeDirEthtoolSource(std::string dir,
+                                                         std::string sysfs_root = "/sys");
+
+// The content of a sysfs `speed` attribute: Mb/s, 0 for "-1" (SPEED_UNKNOWN)
+// and 0; UnparsableError for anything else. Exposed for tests.
+absl::StatusOr<uint32_t> ParseSysfsSpeed(absl::string_view text);
 
 // Trims the names the kernel returns in ETHTOOL_GSTRINGS (NUL padding,
 // surrounding whitespace such as the historic trailing space of

@@ -157,8 +157,8 @@ const MetricSpec& kPfcPauseSeconds = DefineMetric(
              "pfc_priN_*_duration_us, ionic *_pripause_N_1us_count: microseconds scaled to s. "
              "ice and i40e count no pause time: there it is ESTIMATED from the XOFF frames "
              "(source pause_estimate: each XOFF frame x 65535 quanta x 512 bit times at the link "
-             "rate; an upper bound, a XON ends a pause early), and only on a netdev whose RDMA "
-             "port gives the link rate.",
+             "rate; an upper bound, a XON ends a pause early), and only where the link rate is "
+             "known: the netdev's RDMA port's rate, else the netdev's own link speed.",
      .labels = {"netdev", "priority", "direction"},
      .component = "ethtool"});
 const MetricSpec& kPfcPauseTransitions =
@@ -802,7 +802,9 @@ std::string RenderSignalTable() {
       "Source `pause_estimate` (ice, i40e): no rule of its own. Each XOFF frame rule marked\n"
       "`XOFF: 65535 quanta` also yields an ESTIMATED pause time: the ethtool collector\n"
       "registers `<frames name>@<link Mb/s>Mbps` next to the frame counter (same raw value)\n"
-      "when the netdev's RDMA port gives the link rate and no name of the netdev counts pause\n"
+      "when the link rate is known (the netdev's RDMA port's rate, else the netdev's own link\n"
+      "speed: ETHTOOL_GLINKSETTINGS, or <sysfs-root>/class/net/<netdev>/speed with\n"
+      "--ethtool-dir) and no name of the netdev counts pause\n"
       "time for that priority and direction; scale = 65535 x 512 bit times / link bit/s (one\n"
       "XOFF frame = 335.5 us at 100 Gb/s). An upper bound: a XON ends a pause early, a peer\n"
       "may request fewer quanta, refreshed XOFFs overlap (the pause fraction is clamped to 1).\n\n"

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "collectors/ethtool_stats_source.h"
 #include "core/clock.h"
+#include "core/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/port_inventory.h"
@@ -58,8 +59,15 @@ std::optional<SeriesSnapshot> FindSeries(const Store& store, absl::string_view f
 class EthtoolDirTest : public ::testing::Test {
  protected:
   std::unique_ptr<EthtoolCollector> Make() {
-    return std::make_unique<EthtoolCollector>(
-        &store_, &ports_, &clock_, MakeDirEthtoolSource(dir_.path()), EthtoolCollector::Options{});
+    return std::make_unique<EthtoolCollector>(&store_, &ports_, &clock_,
+                                              MakeDirEthtoolSource(dir_.path(), sysfs_.path()),
+                                              EthtoolCollector::Options{});
+  }
+  // The netdev's sysfs speed attribute in the test's own sysfs tree.
+  void SetSpeed(absl::string_view netdev, absl::string_view text) {
+    const std::string d = absl::StrCat(sysfs_.path(), "/class/net/", netdev);
+    std::filesystem::create_directories(d);
+    WriteFile(d + "/speed", std::string(text));
   }
   void Tick(EthtoolCollector& c) {
     clock_.Advance(std::chrono::milliseconds(100));
@@ -74,6 +82,7 @@ class EthtoolDirTest : public ::testing::Test {
   std::string Path(absl::string_view netdev) { return dir_.path() + "/" + std::string(netdev); }
 
   TempDir dir_;
+  TempDir sysfs_;
   Store store_;
   PortInventory ports_;
   FakeClock clock_;
@@ -270,6 +279,73 @@ TEST_F(EthtoolDirTest, XoffFramesGiveAnEstimatedPauseTime) {
   EXPECT_EQ(c->MappedCount("ice0"), 4u);
 }
 
+// Without an RDMA port (ice without irdma) the netdev's own link speed gives the rate:
+// the sysfs speed attribute with --ethtool-dir (ETHTOOL_GLINKSETTINGS on a real host,
+// ethtool_veth_test). No speed (missing, -1), no estimate and no error; an RDMA port's
+// rate comes first; garbage is counted and gives no estimate.
+TEST_F(EthtoolDirTest, WithoutAnRdmaPortTheNetdevSpeedGivesTheEstimateRate) {
+  WriteFile(Path("ice0"), WithoutOriginLines(Fixture("../vendors/ice_ethtool_S.txt")));
+  auto tx_estimate = [&] {
+    return FindSeries(store_, "fabricscope_pfc_pause_seconds_total",
+                      {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}});
+  };
+  auto tx_frames = [&] {
+    return FindSeries(store_, "fabricscope_pfc_pause_frames_total",
+                      {{"netdev", "ice0"}, {"priority", "3"}, {"direction", "tx"}});
+  };
+  auto c = Make();
+  ASSERT_TRUE(c->Discover(ctx_).ok());
+  Tick(*c);
+  ASSERT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+  ASSERT_TRUE(tx_frames());
+  EXPECT_FALSE(tx_estimate()) << "no speed file: no rate, no estimate";
+  const size_t frames_only = c->MappedCount("ice0");
+
+  SetSpeed("ice0", "100000\n");
+  Rescan(*c);
+  auto at100 = tx_estimate();
+  ASSERT_TRUE(at100);
+  EXPECT_EQ(at100->key->source, "pause_estimate");
+  EXPECT_EQ(at100->key->name, "tx_priority_3_xoff.nic@100000Mbps");
+  EXPECT_EQ(at100->key->device, "");
+  EXPECT_DOUBLE_EQ(at100->state.total, tx_frames()->state.total * 65535.0 * 512 / 100e9);
+  EXPECT_GT(c->MappedCount("ice0"), frames_only);
+
+  SetSpeed("ice0", "25000\n");
+  Rescan(*c);
+  ASSERT_TRUE(tx_estimate());
+  EXPECT_EQ(tx_estimate()->key->name, "tx_priority_3_xoff.nic@25000Mbps");
+  EXPECT_FALSE(store_.Get(at100->id)->state.present);
+
+  SetSpeed("ice0", "-1\n");  // SPEED_UNKNOWN: link down
+  Rescan(*c);
+  EXPECT_FALSE(tx_estimate());
+  EXPECT_EQ(c->MappedCount("ice0"), frames_only);
+  EXPECT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+
+  // The RDMA port's rate comes first.
+  SetSpeed("ice0", "25000\n");
+  ports_.Upsert({"irdma0", 1, "ice0", "Ethernet", "ACTIVE", "50 Gb/sec (2X HDR)", true});
+  Rescan(*c);
+  ASSERT_TRUE(tx_estimate());
+  EXPECT_EQ(tx_estimate()->key->name, "tx_priority_3_xoff.nic@50000Mbps");
+  EXPECT_EQ(tx_estimate()->key->device, "irdma0");
+  ports_.Upsert({"irdma0", 1, "ice0", "Ethernet", "ACTIVE", "50 Gb/sec (2X HDR)", false});
+  Rescan(*c);  // the RDMA port is gone: the netdev's speed again
+  ASSERT_TRUE(tx_estimate());
+  EXPECT_EQ(tx_estimate()->key->name, "tx_priority_3_xoff.nic@25000Mbps");
+  EXPECT_EQ(ctx_.errors.size(), 0u) << ctx_.ErrorsText();
+
+  SetSpeed("ice0", "fast\n");
+  Rescan(*c);
+  EXPECT_FALSE(tx_estimate());
+  ASSERT_EQ(ctx_.Count(CollectorErrorCode::kParse), 1) << ctx_.ErrorsText();
+  EXPECT_THAT(ctx_.errors[0].detail, HasSubstr("/class/net/ice0/speed"));
+  EXPECT_EQ(ctx_.errors[0].key, "ice0");
+  Tick(*c);
+  EXPECT_TRUE(tx_frames()) << "the frames keep flowing";
+}
+
 TEST_F(EthtoolDirTest, ValuesMoveAndPfcEnableAddsNames) {
   const std::string base =
       "NIC statistics:\n     rx_discards_phy: 10\n     rx_global_pause: 1\n"
@@ -405,12 +481,18 @@ class FakeSource final : public EthtoolStatsSource {
     ++fec_calls;
     return fec;
   }
+  absl::StatusOr<uint32_t> LinkSpeedMbps(const std::string&) override {
+    ++speed_calls;
+    return speed;
+  }
   std::vector<std::string> names;
   std::vector<uint64_t> values;
   absl::StatusOr<PauseStats> pause = absl::UnimplementedError("no pause");
   absl::StatusOr<FecStats> fec = absl::UnimplementedError("no fec");
   int pause_calls = 0;
   int fec_calls = 0;
+  absl::StatusOr<uint32_t> speed = absl::UnimplementedError("no link settings");
+  int speed_calls = 0;
 };
 
 TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
@@ -433,6 +515,50 @@ TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
   EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 2) << ctx.ErrorsText();
   EXPECT_EQ(ctx.errors.size(), 2u);
   EXPECT_EQ(store.Snapshot().size(), 0u);  // peer_ifindex maps to nothing
+}
+
+// The link speed is asked only of a netdev with XOFF frames to estimate from and no RDMA
+// port rate, once per rescan; a source that cannot tell is counted once and not asked again.
+TEST(EthtoolStandardStatsTest, LinkSpeedIsAskedOnlyForEstimates) {
+  Store store;
+  PortInventory ports;
+  FakeClock clock;
+  RecordingContext ctx(&store);
+  auto src = std::make_unique<FakeSource>();
+  FakeSource* fake = src.get();
+  fake->names = {"rx_prio3_pause", "rx_prio3_pause_duration"};  // mlx5: pause time counted
+  fake->values = {1, 2};
+  fake->speed = 100000u;
+  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
+  ASSERT_TRUE(c.Discover(ctx).ok());
+  auto run = [&](int ticks) {
+    for (int i = 0; i < ticks; ++i) {
+      clock.Advance(std::chrono::milliseconds(100));
+      ctx.Advance();
+      ASSERT_TRUE(c.Poll(ctx).ok());
+    }
+  };
+  run(35);  // 3.5 s: three rescans after the first
+  EXPECT_EQ(fake->speed_calls, 0);
+
+  fake->names = {"tx_priority_3_xoff.nic"};  // ice: frames only
+  fake->values = {7};
+  run(35);
+  EXPECT_GE(fake->speed_calls, 3);
+  EXPECT_LE(fake->speed_calls, 5);
+  auto est = FindSeries(store, "fabricscope_pfc_pause_seconds_total", {{"netdev", "eth0"}});
+  ASSERT_TRUE(est);
+  EXPECT_EQ(est->key->name, "tx_priority_3_xoff.nic@100000Mbps");
+
+  fake->speed = absl::UnimplementedError("no link settings");
+  const int before = fake->speed_calls;
+  run(35);
+  EXPECT_EQ(fake->speed_calls, before + 1);
+  // Pause stats, FEC stats and the speed: each once.
+  EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 3) << ctx.ErrorsText();
+  EXPECT_EQ(ctx.errors.size(), 3u) << ctx.ErrorsText();
+  EXPECT_FALSE(FindSeries(store, "fabricscope_pfc_pause_seconds_total", {{"netdev", "eth0"}}));
+  EXPECT_TRUE(FindSeries(store, "fabricscope_pfc_pause_frames_total", {{"netdev", "eth0"}}));
 }
 
 TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
@@ -493,6 +619,18 @@ TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
     present += s.state.present && s.signal->family->name == "fabricscope_pfc_pause_frames_total";
   }
   EXPECT_EQ(present, 2);
+}
+
+TEST(EthtoolStatsSourceTest, SysfsSpeedValues) {
+  EXPECT_EQ(ParseSysfsSpeed("100000\n").value_or(1), 100000u);
+  EXPECT_EQ(ParseSysfsSpeed("25000").value_or(1), 25000u);
+  EXPECT_EQ(ParseSysfsSpeed("-1\n").value_or(1), 0u);  // SPEED_UNKNOWN
+  EXPECT_EQ(ParseSysfsSpeed("0\n").value_or(1), 0u);
+  for (absl::string_view bad :
+       {"", "\n", "fast", "+5", "-2", "1e5", "2147483648", "12 Mb/s", "99999999999"}) {
+    absl::StatusOr<uint32_t> s = ParseSysfsSpeed(bad);
+    EXPECT_TRUE(IsUnparsable(s.status())) << "'" << bad << "': " << s.status();
+  }
 }
 
 TEST(EthtoolStatsSourceTest, TrimsKernelNames) {

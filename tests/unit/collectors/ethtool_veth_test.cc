@@ -15,6 +15,7 @@
 
 #include "collectors/dcb_config_collector.h"
 #include "collectors/ethtool_collector.h"
+#include "collectors/ethtool_stats_source.h"
 #include "core/clock.h"
 #include "gtest/gtest.h"
 #include "store/port_inventory.h"
@@ -122,6 +123,26 @@ TEST(EthtoolVethTest, RealIoctlAndNetlinkOnVeth) {
   }
   EXPECT_EQ(ctx.Count(CollectorErrorCode::kNotFound), 1) << ctx.ErrorsText();
   EXPECT_EQ(ctx.Count(CollectorErrorCode::kIo), 0) << ctx.ErrorsText();
+}
+
+// The link speed through the real ETHTOOL_GLINKSETTINGS handshake: veth reports a fixed
+// 10 Gb/s; loopback has no link settings (unsupported); a missing netdev is not found.
+TEST(EthtoolVethTest, KernelLinkSpeedOnVeth) {
+  FABRICSCOPE_SKIP_WITHOUT_NETNS();
+  VethNamespace ns;
+  std::string why;
+  ASSERT_TRUE(ns.Setup(&why)) << why;
+  std::unique_ptr<EthtoolStatsSource> src = MakeKernelEthtoolSource();
+  absl::StatusOr<uint32_t> veth = src->LinkSpeedMbps(ns.a());
+  ASSERT_TRUE(veth.ok()) << veth.status();
+  EXPECT_EQ(*veth, 10000u);
+  absl::StatusOr<uint32_t> lo = src->LinkSpeedMbps("lo");
+  EXPECT_EQ(CollectorErrorCodeOf(lo.status()), CollectorErrorCode::kUnsupported) << lo.status();
+  absl::StatusOr<uint32_t> gone = src->LinkSpeedMbps("fsnosuchdev0");
+  EXPECT_EQ(CollectorErrorCodeOf(gone.status()), CollectorErrorCode::kNotFound) << gone.status();
+  ASSERT_EQ(ns.DeleteA(), 0);
+  gone = src->LinkSpeedMbps(ns.a());
+  EXPECT_EQ(CollectorErrorCodeOf(gone.status()), CollectorErrorCode::kNotFound) << gone.status();
 }
 
 TEST(EthtoolVethTest, NetdevIncludeSelectsInterfaces) {
