@@ -76,6 +76,38 @@ class BitReader {
   uint32_t pos_ = 0;
 };
 
+// The timestamp codes of chunks and tick time columns: a zigzag value in a
+// prefix ladder 0 | 10 + A bits | 110 + B bits | 1110 + 32 bits | 1111 + 64
+// bits (A < B < 32); the two differ only in A and B.
+template <int A, int B>
+inline void PutTimeLadder(uint8_t* data, uint32_t* pos, uint64_t z) {
+  static_assert(0 < A && A < B && B < 32);
+  if (z == 0) {
+    PutBits(data, pos, 0b0, 1);
+  } else if (z < (uint64_t{1} << A)) {
+    PutBits(data, pos, 0b10, 2);
+    PutBits(data, pos, z, A);
+  } else if (z < (uint64_t{1} << B)) {
+    PutBits(data, pos, 0b110, 3);
+    PutBits(data, pos, z, B);
+  } else if (z < (uint64_t{1} << 32)) {
+    PutBits(data, pos, 0b1110, 4);
+    PutBits(data, pos, z, 32);
+  } else {
+    PutBits(data, pos, 0b1111, 4);
+    PutBits(data, pos, z, 64);
+  }
+}
+
+template <int A, int B>
+inline uint64_t GetTimeLadder(BitReader* r) {
+  if (!r->Bit()) return 0;
+  if (!r->Bit()) return r->Get(A);
+  if (!r->Bit()) return r->Get(B);
+  if (!r->Bit()) return r->Get(32);
+  return r->Get(64);
+}
+
 inline uint64_t ZigZag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }

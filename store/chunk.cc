@@ -8,31 +8,9 @@
 namespace fabricscope {
 namespace {
 
-inline void PutTs(uint8_t* data, uint32_t* pos, uint64_t z) {
-  if (z == 0) {
-    PutBits(data, pos, 0b0, 1);
-  } else if (z < (uint64_t{1} << 8)) {
-    PutBits(data, pos, 0b10, 2);
-    PutBits(data, pos, z, 8);
-  } else if (z < (uint64_t{1} << 20)) {
-    PutBits(data, pos, 0b110, 3);
-    PutBits(data, pos, z, 20);
-  } else if (z < (uint64_t{1} << 32)) {
-    PutBits(data, pos, 0b1110, 4);
-    PutBits(data, pos, z, 32);
-  } else {
-    PutBits(data, pos, 0b1111, 4);
-    PutBits(data, pos, z, 64);
-  }
-}
-
-inline uint64_t GetTs(BitReader* r) {
-  if (!r->Bit()) return 0;
-  if (!r->Bit()) return r->Get(8);
-  if (!r->Bit()) return r->Get(20);
-  if (!r->Bit()) return r->Get(32);
-  return r->Get(64);
-}
+// A chunk's per-sample timestamp code (delta-of-delta, zigzag).
+inline void PutTs(uint8_t* data, uint32_t* pos, uint64_t z) { PutTimeLadder<8, 20>(data, pos, z); }
+inline uint64_t GetTs(BitReader* r) { return GetTimeLadder<8, 20>(r); }
 
 inline void PutValue(uint8_t* data, uint32_t* pos, uint64_t z) {
   if (z == 0) {

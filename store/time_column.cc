@@ -13,31 +13,9 @@ constexpr uint32_t kMaxTickBits = 68;
 
 std::atomic<uint64_t> next_serial{1};
 
-void PutTick(uint8_t* data, uint32_t* pos, uint64_t z) {
-  if (z == 0) {
-    PutBits(data, pos, 0b0, 1);
-  } else if (z < (uint64_t{1} << 12)) {
-    PutBits(data, pos, 0b10, 2);
-    PutBits(data, pos, z, 12);
-  } else if (z < (uint64_t{1} << 17)) {
-    PutBits(data, pos, 0b110, 3);
-    PutBits(data, pos, z, 17);
-  } else if (z < (uint64_t{1} << 32)) {
-    PutBits(data, pos, 0b1110, 4);
-    PutBits(data, pos, z, 32);
-  } else {
-    PutBits(data, pos, 0b1111, 4);
-    PutBits(data, pos, z, 64);
-  }
-}
-
-uint64_t GetTick(BitReader* r) {
-  if (!r->Bit()) return 0;
-  if (!r->Bit()) return r->Get(12);
-  if (!r->Bit()) return r->Get(17);
-  if (!r->Bit()) return r->Get(32);
-  return r->Get(64);
-}
+// A tick's code: its jitter against the tier interval, zigzag.
+void PutTick(uint8_t* data, uint32_t* pos, uint64_t z) { PutTimeLadder<12, 17>(data, pos, z); }
+uint64_t GetTick(BitReader* r) { return GetTimeLadder<12, 17>(r); }
 
 // Decodes `count` ticks; false if the stream does not hold them.
 bool DecodeTicks(const uint8_t* data, uint32_t bits, uint32_t count, int64_t first_ts,
