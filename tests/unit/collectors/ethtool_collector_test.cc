@@ -495,21 +495,41 @@ class FakeSource final : public EthtoolStatsSource {
   int speed_calls = 0;
 };
 
-TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
+// An EthtoolCollector on a FakeSource (fake()) set up by the test before Start().
+class EthtoolStandardStatsTest : public ::testing::Test {
+ protected:
+  FakeSource* fake() { return fake_; }
+  void Start() {
+    c_ = std::make_unique<EthtoolCollector>(&store, &ports, &clock, std::move(src_),
+                                            EthtoolCollector::Options{});
+    ASSERT_TRUE(c_->Discover(ctx).ok());
+  }
+  // `n` medium ticks of 100 ms.
+  void Run(int n) {
+    for (int i = 0; i < n; ++i) {
+      clock.Advance(std::chrono::milliseconds(100));
+      ctx.Advance();
+      ASSERT_TRUE(c_->Poll(ctx).ok());
+    }
+  }
+
   Store store;
   PortInventory ports;
   FakeClock clock;
-  RecordingContext ctx(&store);
-  auto src = std::make_unique<FakeSource>();
-  FakeSource* fake = src.get();
+  RecordingContext ctx{&store};
+
+ private:
+  std::unique_ptr<FakeSource> src_ = std::make_unique<FakeSource>();
+  FakeSource* fake_ = src_.get();
+  std::unique_ptr<EthtoolCollector> c_;
+};
+
+TEST_F(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
+  FakeSource* fake = this->fake();
   fake->names = {"peer_ifindex"};
   fake->values = {3};
-  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
-  ASSERT_TRUE(c.Discover(ctx).ok());
-  for (int i = 0; i < 20; ++i) {
-    clock.Advance(std::chrono::milliseconds(100));
-    ASSERT_TRUE(c.Poll(ctx).ok());
-  }
+  Start();
+  Run(20);
   EXPECT_EQ(fake->pause_calls, 1);
   EXPECT_EQ(fake->fec_calls, 1);
   EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 2) << ctx.ErrorsText();
@@ -519,31 +539,18 @@ TEST(EthtoolStandardStatsTest, UnsupportedIsAskedAndCountedOnce) {
 
 // The link speed is asked only of a netdev with XOFF frames to estimate from and no RDMA
 // port rate, once per rescan; a source that cannot tell is counted once and not asked again.
-TEST(EthtoolStandardStatsTest, LinkSpeedIsAskedOnlyForEstimates) {
-  Store store;
-  PortInventory ports;
-  FakeClock clock;
-  RecordingContext ctx(&store);
-  auto src = std::make_unique<FakeSource>();
-  FakeSource* fake = src.get();
+TEST_F(EthtoolStandardStatsTest, LinkSpeedIsAskedOnlyForEstimates) {
+  FakeSource* fake = this->fake();
   fake->names = {"rx_prio3_pause", "rx_prio3_pause_duration"};  // mlx5: pause time counted
   fake->values = {1, 2};
   fake->speed = 100000u;
-  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
-  ASSERT_TRUE(c.Discover(ctx).ok());
-  auto run = [&](int ticks) {
-    for (int i = 0; i < ticks; ++i) {
-      clock.Advance(std::chrono::milliseconds(100));
-      ctx.Advance();
-      ASSERT_TRUE(c.Poll(ctx).ok());
-    }
-  };
-  run(35);  // 3.5 s: three rescans after the first
+  Start();
+  Run(35);  // 3.5 s: three rescans after the first
   EXPECT_EQ(fake->speed_calls, 0);
 
   fake->names = {"tx_priority_3_xoff.nic"};  // ice: frames only
   fake->values = {7};
-  run(35);
+  Run(35);
   EXPECT_GE(fake->speed_calls, 3);
   EXPECT_LE(fake->speed_calls, 5);
   auto est = FindSeries(store, "fabricscope_pfc_pause_seconds_total", {{"netdev", "eth0"}});
@@ -552,7 +559,7 @@ TEST(EthtoolStandardStatsTest, LinkSpeedIsAskedOnlyForEstimates) {
 
   fake->speed = absl::UnimplementedError("no link settings");
   const int before = fake->speed_calls;
-  run(35);
+  Run(35);
   EXPECT_EQ(fake->speed_calls, before + 1);
   // Pause stats, FEC stats and the speed: each once.
   EXPECT_EQ(ctx.Count(CollectorErrorCode::kUnsupported), 3) << ctx.ErrorsText();
@@ -561,22 +568,15 @@ TEST(EthtoolStandardStatsTest, LinkSpeedIsAskedOnlyForEstimates) {
   EXPECT_TRUE(FindSeries(store, "fabricscope_pfc_pause_frames_total", {{"netdev", "eth0"}}));
 }
 
-TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
-  Store store;
-  PortInventory ports;
-  FakeClock clock;
-  RecordingContext ctx(&store);
-  auto src = std::make_unique<FakeSource>();
-  FakeSource* fake = src.get();
+TEST_F(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
+  FakeSource* fake = this->fake();
   fake->names = {"rx_corrected_bits_phy"};
   fake->values = {77};
   fake->pause = PauseStats{.tx_frames = 759657, .rx_frames = 0};
   fake->fec = FecStats{
       .corrected = {256, 255, 1}, .uncorrectable = {145, 128, 17}, .corrected_bits = {999}};
-  EthtoolCollector c(&store, &ports, &clock, std::move(src), {});
-  ASSERT_TRUE(c.Discover(ctx).ok());
-  clock.Advance(std::chrono::milliseconds(100));
-  ASSERT_TRUE(c.Poll(ctx).ok());
+  Start();
+  Run(1);
   EXPECT_EQ(ctx.errors.size(), 0u) << ctx.ErrorsText();
   auto tx = FindSeries(store, "fabricscope_pfc_pause_frames_total",
                        {{"priority", "global"}, {"direction", "tx"}});
@@ -605,10 +605,7 @@ TEST(EthtoolStandardStatsTest, NetlinkFillsWhatEthtoolNamesDoNot) {
   fake->names = {"rx_corrected_bits_phy", "rx_global_pause", "tx_global_pause"};
   fake->values = {78, 1, 759700};
   const int calls = fake->pause_calls;
-  for (int i = 0; i < 3; ++i) {
-    clock.Advance(std::chrono::milliseconds(100));
-    ASSERT_TRUE(c.Poll(ctx).ok());
-  }
+  Run(3);
   EXPECT_EQ(fake->pause_calls, calls);
   tx = FindSeries(store, "fabricscope_pfc_pause_frames_total",
                   {{"priority", "global"}, {"direction", "tx"}});
