@@ -14,7 +14,9 @@
 #   FUZZ_BUILD_DIR build tree (default build/fuzz, the preset's)
 #
 # Seeds: fuzz/corpus/<target>/ (generated and regression seeds, committed)
-# plus, for the text parsers, the fixtures of tests/fixtures. Committed corpora
+# plus, for the text parsers, the fixtures of tests/fixtures. With every target
+# (no TARGET given) it first checks that the committed gen_* seeds are what
+# fuzz_gen_seeds writes now (a format or option change regenerates them). Committed corpora
 # are never modified: the fuzzer works in a temporary copy. A failing input is
 # kept in $FUZZ_BUILD_DIR/artifacts/<target>/; reproduce it with
 #   $FUZZ_BUILD_DIR/fuzz/<target> <artifact>
@@ -36,14 +38,38 @@ build=${FUZZ_BUILD_DIR:-build/fuzz}
 jobs=${FUZZ_JOBS:-1}
 nice=${FUZZ_NICE:-15}
 
-echo "=== fuzz: configure and build (${targets[*]}) ==="
+check_seeds=0
+[ $# -gt 0 ] || check_seeds=1
+build_targets=("${targets[@]}")
+[ "$check_seeds" = 0 ] || build_targets+=(fuzz_gen_seeds)
+
+echo "=== fuzz: configure and build (${build_targets[*]}) ==="
 t0=$(date +%s)
 cmake --preset fuzz -B "$build" >/dev/null
-nice -n "$nice" cmake --build "$build" --target "${targets[@]}" -j "$jobs"
+nice -n "$nice" cmake --build "$build" --target "${build_targets[@]}" -j "$jobs"
 echo "build: $(($(date +%s) - t0)) s"
 
 work=$(mktemp -d /tmp/fabricscope-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+
+if [ "$check_seeds" = 1 ]; then
+  mkdir -p "$work/gen"
+  "$build/fuzz/fuzz_gen_seeds" "$work/gen" >/dev/null
+  stale=()
+  while IFS= read -r -d '' f; do
+    rel=${f#"$work/gen/"}
+    cmp -s "$f" "fuzz/corpus/$rel" || stale+=("fuzz/corpus/$rel")
+  done < <(find "$work/gen" -type f -print0)
+  while IFS= read -r -d '' f; do
+    [ -e "$work/gen/${f#fuzz/corpus/}" ] || stale+=("$f (no longer generated: delete it)")
+  done < <(find fuzz/corpus -type f -name 'gen_*' -print0)
+  if [ ${#stale[@]} -gt 0 ]; then
+    printf 'stale generated seed: %s\n' "${stale[@]}"
+    echo "regenerate: $build/fuzz/fuzz_gen_seeds fuzz/corpus (fuzz/README.md, Seeds)"
+    exit 1
+  fi
+  echo "generated seeds: $(find "$work/gen" -type f | wc -l) files, as committed"
+fi
 
 # Copies every regular file under the given paths into $1, named by content
 # hash (fixture trees repeat file names; libFuzzer names units the same way).
