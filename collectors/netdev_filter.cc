@@ -7,13 +7,16 @@ namespace fabricscope {
 absl::StatusOr<NetdevFilter> NetdevFilter::Compile(absl::string_view pattern) {
   NetdevFilter filter;
   if (pattern.empty()) return filter;
+  // Compiled from a std::string, never from the caller's range: libstdc++ 12's
+  // scanner reads the character after a final '(' (to look for "(?"), past
+  // the end of a range that is not NUL-terminated (found by fuzz_config).
+  const std::string owned(pattern);
   try {
-    filter.regex_ =
-        std::make_shared<const std::regex>(pattern.begin(), pattern.end(), std::regex::ECMAScript);
+    filter.regex_ = std::make_shared<const std::regex>(owned, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("not a valid regex: ", e.what()));
   }
-  filter.pattern_ = std::string(pattern);
+  filter.pattern_ = owned;
   return filter;
 }
 

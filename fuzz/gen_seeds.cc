@@ -419,6 +419,11 @@ void Config() {
   Write("fuzz_config", "regress_regex_depth_netdev_include", "netdev-include = " + nested + "\n");
   Write("fuzz_config", "regress_regex_depth_span_kind",
         "span-kind-patterns = " + nested + "=request\n");
+  // Regression: libstdc++'s regex scanner reads one character past a final
+  // '(' (looking for "(?"); NetdevFilter::Compile handed it the config value's
+  // range, not NUL-terminated: a heap-buffer-overflow under ASan
+  // (collectors/netdev_filter.cc). No final newline: the value ends the input.
+  Write("fuzz_config", "regress_regex_paren_at_end_netdev_include", "netdev-include = eth((");
 }
 
 // --- state snapshot ---------------------------------------------------------

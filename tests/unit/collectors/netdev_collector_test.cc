@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,22 @@ TEST(NetdevFilterTest, InvalidRegexDoesNotCompile) {
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(f.status().message()), ::testing::HasSubstr("not a valid regex"));
+}
+
+// A pattern ending in '(' handed over as a range that is not NUL-terminated (the
+// config value inside a larger buffer): refused, and never read past its end (the
+// debug-asan build catches the over-read libstdc++'s scanner makes on a bare range).
+TEST(NetdevFilterTest, TrailingParenInAnUnterminatedRange) {
+  for (absl::string_view p : {"eth(", "eth((", "(?"}) {
+    std::unique_ptr<char[]> exact(new char[p.size()]);  // no byte after the pattern
+    std::memcpy(exact.get(), p.data(), p.size());
+    absl::StatusOr<NetdevFilter> f =
+        NetdevFilter::Compile(absl::string_view(exact.get(), p.size()));
+    EXPECT_FALSE(f.ok()) << p;
+  }
+  absl::StatusOr<NetdevFilter> ok = NetdevFilter::Compile(absl::string_view("eth(0|1)xyz", 11));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->Matches("eth1xyz"));
 }
 
 TEST(NetdevFilterTest, MatchesTheWholeNameAndEmptyMatchesNothing) {
