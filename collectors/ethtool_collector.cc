@@ -141,9 +141,9 @@ void EthtoolCollector::Rescan(PollContext& ctx) {
       dev.listed = true;
       dev.present = true;
       dev.stats_unsupported = dev.pause_unsupported = dev.fec_unsupported = false;
+      dev.speed_unsupported = false;
       dev.reader = source_->Open(netdev);
       dev.resolved = false;
-      dev.speed_unsupported = false;
       dev.mapped.clear();
       dev.mapped_ids.clear();
       dev.claimed.clear();

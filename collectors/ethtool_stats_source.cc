@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/ethtool_text.h"
+#include "collectors/sysfs_reader.h"
 #include "core/errors.h"
 
 namespace fabricscope {
@@ -34,6 +35,19 @@ size_t WithSlack(size_t n) { return std::max<size_t>(n * 4, n + 4096); }
 
 // ---------------------------------------------------------------------------
 // Kernel: SIOCETHTOOL.
+
+// One SIOCETHTOOL request on `netdev` (shorter than IFNAMSIZ); `data` starts
+// with the command word. Errors name the request (`what`) and the netdev.
+absl::Status EthtoolIoctl(int fd, const std::string& netdev, void* data, absl::string_view what) {
+  ifreq ifr{};
+  memcpy(ifr.ifr_name, netdev.data(), netdev.size());
+  ifr.ifr_data = static_cast<char*>(data);
+  if (ioctl(fd, SIOCETHTOOL, &ifr) < 0) {
+    return ErrnoToStatus(errno, absl::StrCat(what, " ", netdev));
+  }
+  return absl::OkStatus();
+}
+
 class IoctlReader final : public EthtoolStatsReader {
  public:
   IoctlReader(int fd, std::string netdev, absl::Duration refresh)
@@ -69,13 +83,7 @@ class IoctlReader final : public EthtoolStatsReader {
   static constexpr size_t kHeaderWords = sizeof(ethtool_stats) / sizeof(uint64_t);
 
   absl::Status Ioctl(void* data, absl::string_view what) {
-    ifreq ifr{};
-    memcpy(ifr.ifr_name, netdev_.data(), netdev_.size());
-    ifr.ifr_data = static_cast<char*>(data);
-    if (ioctl(fd_, SIOCETHTOOL, &ifr) < 0) {
-      return ErrnoToStatus(errno, absl::StrCat(what, " ", netdev_));
-    }
-    return absl::OkStatus();
+    return EthtoolIoctl(fd_, netdev_, data, what);
   }
 
   absl::Status Count(uint32_t* n) {
@@ -190,13 +198,7 @@ absl::StatusOr<uint32_t> KernelSource::LinkSpeedMbps(const std::string& netdev) 
     memset(buf, 0, sizeof(buf));
     req->cmd = ETHTOOL_GLINKSETTINGS;
     req->link_mode_masks_nwords = nwords;
-    ifreq ifr{};
-    memcpy(ifr.ifr_name, netdev.data(), netdev.size());
-    ifr.ifr_data = reinterpret_cast<char*>(buf);
-    if (ioctl(fd_, SIOCETHTOOL, &ifr) < 0) {
-      return ErrnoToStatus(errno, absl::StrCat("ETHTOOL_GLINKSETTINGS ", netdev));
-    }
-    return absl::OkStatus();
+    return EthtoolIoctl(fd_, netdev, buf, "ETHTOOL_GLINKSETTINGS");
   };
   if (absl::Status s = ask(0); !s.ok()) return s;
   const int nwords = -req->link_mode_masks_nwords;
@@ -314,18 +316,12 @@ class DirSource final : public EthtoolStatsSource {
       return absl::NotFoundError(absl::StrCat("no netdev named '", netdev, "'"));
     }
     const std::string path = absl::StrCat(sysfs_root_, "/class/net/", netdev, "/speed");
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(errno, path);
-    char text[32];
-    ssize_t n;
-    do {
-      n = read(fd, text, sizeof(text));
-    } while (n < 0 && errno == EINTR);
-    const int err = errno;
-    close(fd);
-    // The kernel refuses the read with EINVAL while the interface is down.
-    if (n < 0) return err == EINVAL ? absl::StatusOr<uint32_t>(0) : ErrnoToStatus(err, path);
-    absl::StatusOr<uint32_t> speed = ParseSysfsSpeed(absl::string_view(text, n));
+    absl::StatusOr<std::string> text = ReadAttribute(path);
+    // The kernel refuses the read with EINVAL (Unimplemented) whenever it has
+    // no link settings to show: the interface is down, or its driver has none.
+    if (absl::IsUnimplemented(text.status())) return 0;
+    if (!text.ok()) return text.status();
+    absl::StatusOr<uint32_t> speed = ParseSysfsSpeed(*text);
     if (!speed.ok()) return UnparsableError(absl::StrCat(path, ": ", speed.status().message()));
     return speed;
   }

@@ -16,9 +16,10 @@
 # Seeds: fuzz/corpus/<target>/ (generated and regression seeds, committed)
 # plus, for the text parsers, the fixtures of tests/fixtures. With every target
 # (no TARGET given) it first checks that the committed gen_* seeds are what
-# fuzz_gen_seeds writes now (a format or option change regenerates them). Committed corpora
-# are never modified: the fuzzer works in a temporary copy. A failing input is
-# kept in $FUZZ_BUILD_DIR/artifacts/<target>/; reproduce it with
+# fuzz_gen_seeds writes now (a format or option change regenerates them).
+# Committed corpora are never modified: the fuzzer works in a temporary copy.
+# A failing input is kept in $FUZZ_BUILD_DIR/artifacts/<target>/; reproduce
+# it with
 #   $FUZZ_BUILD_DIR/fuzz/<target> <artifact>
 # Prints per target: executions, exec/s, and the coverage of libFuzzer's
 # final line (cov: edges, ft: features).

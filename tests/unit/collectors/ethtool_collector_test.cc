@@ -630,6 +630,15 @@ TEST(EthtoolStatsSourceTest, SysfsSpeedValues) {
   }
 }
 
+// The real kernel's speed attribute of loopback: the read is refused (EINVAL: no link
+// settings), which the dir source reports as no speed, not as an error.
+TEST(EthtoolStatsSourceTest, RealSysfsLoopbackHasNoSpeed) {
+  TempDir dir;
+  absl::StatusOr<uint32_t> lo = MakeDirEthtoolSource(dir.path(), "/sys")->LinkSpeedMbps("lo");
+  ASSERT_TRUE(lo.ok()) << lo.status();
+  EXPECT_EQ(*lo, 0u);
+}
+
 TEST(EthtoolStatsSourceTest, TrimsKernelNames) {
   char raw[32] = "tx_pause_storm_warning_events ";
   EXPECT_EQ(TrimStatName(raw, sizeof(raw)), "tx_pause_storm_warning_events");
