@@ -25,8 +25,10 @@ packages=(
   # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
   systemd
   # the Debian package (cpack -G DEB, e2e_deb_package): dpkg-shlibdeps computes
-  # its dependencies, help2man makes the man pages from --help
-  dpkg-dev help2man
+  # its dependencies, help2man makes the man pages from --help, and CPack
+  # runs `file` on each installed file to find the ones dpkg-shlibdeps reads
+  # (a minimal Debian 12 has no `file`: tests/e2e/bootstrap_tools_test.sh)
+  dpkg-dev help2man file
 )
 
 missing=()

@@ -41,6 +41,11 @@ DEB="$WORK/pkg/fabricscope_${VERSION}_${ARCH}.deb"
 # --- 1. build ----------------------------------------------------------------
 start=$SECONDS
 (cd "$BIN" && cpack -G DEB -B "$WORK/pkg") >"$WORK/cpack.log" 2>&1 || { cat "$WORK/cpack.log"; fail "cpack -G DEB failed"; }
+# CPack goes on without a tool it needs and only warns: a package without
+# computed dependencies (on a fresh Debian 12 `file` was missing).
+if grep -iE 'not available|not found' "$WORK/cpack.log"; then
+  fail "cpack -G DEB lacked a tool (deploy/bootstrap.sh must install it)"
+fi
 [ -f "$DEB" ] || { ls -la "$WORK/pkg"; fail "expected $DEB"; }
 echo "cpack: $(basename "$DEB") ($(stat -c %s "$DEB") bytes) in $((SECONDS - start)) s"
 
