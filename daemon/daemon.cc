@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/privileges.h"
 #include "daemon/state/snapshot.h"
 #include "daemon/version.h"
 
@@ -353,10 +354,53 @@ void Daemon::WarnAboutSysfsRoot() const {
       {{"sysfs_root", config_.sysfs_root}, {"missing", absl::StrJoin(missing, ",")}});
 }
 
-absl::Status Daemon::CheckStateDir() const {
+absl::Status Daemon::CheckPaths() const {
+  // After --user took effect: every path is checked as the user the daemon
+  // runs as from now on (a checkout under root's 0700 home is readable by
+  // root at start and by nobody never).
+  const std::string user = absl::StrCat(CurrentUserDescription(),
+                                        config_.run_as_user.empty() ? "" : ", set by --user");
+  using Access = PathUse::Access;
+  std::vector<PathUse> reads = {
+      {"config", command_line_.config.config_file, Access::kReadFile},  // re-read on SIGHUP
+      {"ethtool-dir", config_.ethtool_dir, Access::kReadDir},
+      {"dcb-dir", config_.dcb_dir, Access::kReadDir},
+      {"topology-file", config_.topology_file, Access::kReadFile},
+      {"hwloc-xml", config_.hwloc_xml, Access::kReadFile},
+      {"web.config.file", config_.web_config_file, Access::kReadFile},
+      {"metrics-auth-file", config_.metrics_auth_file, Access::kReadFile},
+      {"replay", config_.replay_file, Access::kReadFile},
+  };
+  // Incident recordings that cannot be written are counted and the daemon
+  // goes on (fabricscope_incident_write_errors_total): said now as well.
+  reads.push_back({"incident-dir", config_.incident_dir, Access::kWriteDir});
+  if (config_.replay_file.empty()) {
+    reads.push_back({"sysfs-root", config_.sysfs_root, Access::kReadDir});
+    const bool topology = config_.collectors.empty() ||
+                          std::find(config_.collectors.begin(), config_.collectors.end(),
+                                    "topology") != config_.collectors.end();
+    if (topology) reads.push_back({"lldpd-socket", config_.lldpd_socket, Access::kSocket});
+  }
+  // Paths the user cannot use degrade the daemon (no topology, no web config
+  // reload, a tree not polled, incidents not recorded) but everything else
+  // works: said now, loudly, instead of at the first use.
+  for (const std::string& problem : CheckPathAccess(reads)) {
+    Log(LogLevel::kError, "daemon",
+        absl::StrCat(problem, "; the daemon runs as ", user,
+                     ": give that user access or use a path it can reach"),
+        {{"user", user}});
+  }
+  // The state directory: an error that stops the start, as Prometheus does
+  // with a storage path it cannot write (the snapshot on SIGTERM would fail).
+  if (const auto problems = CheckPathAccess({{"state-dir", config_.state_dir, Access::kWriteDir}});
+      !problems.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(problems.front(), "; the daemon runs as ", user,
+                     " (the snapshot on SIGTERM would fail)"));
+  }
   if (config_.state_dir.empty()) return absl::OkStatus();
-  // A directory that does not exist yet is made (mode 0700, as the user the
-  // daemon runs as: after --user), like Prometheus' storage path.
+  // A state directory that does not exist yet is made (mode 0700, as the
+  // user the daemon runs as), like Prometheus' storage path.
   struct stat st {};
   if (stat(config_.state_dir.c_str(), &st) != 0 && errno == ENOENT) {
     std::error_code ec;
@@ -366,9 +410,9 @@ absl::Status Daemon::CheckStateDir() const {
                                    std::filesystem::perm_options::replace, ec);
     }
     if (ec) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--state-dir ", config_.state_dir, " does not exist and cannot be created by uid ",
-          getuid(), ": ", ec.message()));
+      return absl::FailedPreconditionError(absl::StrCat("--state-dir ", config_.state_dir,
+                                                        " does not exist and cannot be created by ",
+                                                        user, ": ", ec.message()));
     }
     Log(LogLevel::kInfo, "daemon", "created the state directory",
         {{"dir", config_.state_dir}, {"mode", "0700"}});
@@ -377,11 +421,18 @@ absl::Status Daemon::CheckStateDir() const {
   std::FILE* f = std::fopen(probe.c_str(), "w");
   if (f == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--state-dir ", config_.state_dir, " is not writable by uid ", getuid(), ": ",
+        absl::StrCat("--state-dir ", config_.state_dir, " is not writable by ", user, ": ",
                      std::strerror(errno), " (the snapshot on SIGTERM would fail)"));
   }
   std::fclose(f);
   std::remove(probe.c_str());
+  // A temporary file of a snapshot that a kill interrupted (SaveState writes
+  // snapshot.tmp, then renames it): never restored, removed now.
+  const std::string tmp = SnapshotPath(config_.state_dir) + ".tmp";
+  if (std::remove(tmp.c_str()) == 0) {
+    Log(LogLevel::kInfo, "state", "removed an interrupted snapshot's temporary file",
+        {{"path", tmp}});
+  }
   return absl::OkStatus();
 }
 

@@ -68,10 +68,12 @@ class Daemon {
   const std::string& grpc_address() const { return grpc_server_->address(); }
   SpanStore* span_store() { return span_store_.get(); }
 
-  // --state-dir: after switching user, creates the directory (0700) when it
-  // does not exist and checks that the snapshot can be written there (an
-  // error names the directory and the user).
-  absl::Status CheckStateDir() const;
+  // After switching user: names (logged as errors) every configured path the
+  // daemon uses later that its user cannot read (or, --incident-dir, write);
+  // fails when --state-dir cannot be written (the errors name the path and
+  // the user). --state-dir: creates the directory (0700) when it does not exist
+  // and removes an interrupted snapshot's temporary file.
+  absl::Status CheckPaths() const;
 
  private:
   void Reload();

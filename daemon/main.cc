@@ -60,6 +60,6 @@ int main(int argc, char** argv) {
     Log(LogLevel::kInfo, "daemon", "switched user",
         {{"user", user}, {"uid", std::to_string(getuid())}, {"gid", std::to_string(getgid())}});
   }
-  if (auto s = daemon.CheckStateDir(); !s.ok()) return startup_failed(s);
+  if (auto s = daemon.CheckPaths(); !s.ok()) return startup_failed(s);
   return daemon.Run();
 }

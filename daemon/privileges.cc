@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,74 @@ absl::Status DropPrivileges(const std::string& user) {
   }
   prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   return absl::OkStatus();
+}
+
+std::string CurrentUserDescription() {
+  const uid_t uid = getuid();
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return absl::StrCat(pw.pw_name, " (uid ", uid, ")");
+  }
+  return absl::StrCat("uid ", uid);
+}
+
+namespace {
+
+// The nearest ancestor of `path` that exists ("." for a relative path with
+// none).
+std::string NearestExisting(const std::string& path) {
+  std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  std::error_code ec;
+  while (!p.empty() && !std::filesystem::exists(p, ec)) {
+    if (p == p.parent_path()) break;
+    p = p.parent_path();
+  }
+  return p.empty() ? std::string(".") : p.string();
+}
+
+}  // namespace
+
+std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses) {
+  std::vector<std::string> problems;
+  for (const PathUse& use : uses) {
+    if (use.path.empty()) continue;
+    const char* what = "";
+    int mode = R_OK;
+    switch (use.access) {
+      case PathUse::Access::kReadFile:
+        what = "is not readable";
+        mode = R_OK;
+        break;
+      case PathUse::Access::kReadDir:
+        what = "is not readable";
+        mode = R_OK | X_OK;
+        break;
+      case PathUse::Access::kWriteDir:
+        what = "is not writable";
+        mode = W_OK | X_OK;
+        break;
+      case PathUse::Access::kSocket:
+        what = "cannot be connected to";
+        mode = W_OK;
+        break;
+    }
+    if (access(use.path.c_str(), mode) == 0) continue;
+    const int err = errno;
+    if (err == ENOENT) {
+      if (use.access != PathUse::Access::kWriteDir) continue;
+      const std::string parent = NearestExisting(use.path);
+      if (access(parent.c_str(), W_OK | X_OK) == 0) continue;
+      problems.push_back(absl::StrCat("--", use.option, " ", use.path,
+                                      " does not exist and cannot be created (", parent, ": ",
+                                      std::strerror(errno), ")"));
+      continue;
+    }
+    problems.push_back(absl::StrCat("--", use.option, " ", use.path, " ", what, " (",
+                                    std::strerror(err), ")"));
+  }
+  return problems;
 }
 
 }  // namespace fabricscope

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -28,5 +29,34 @@ absl::Status CheckRootPolicy(bool is_root, bool allow_root, const std::string& u
 // no_new_privs; verifies root cannot be regained. NotFound for an unknown
 // user.
 absl::Status DropPrivileges(const std::string& user);
+
+// The user the process runs as, for messages: "nobody (uid 65534)".
+std::string CurrentUserDescription();
+
+// A configured path and what the daemon does with it after start-up (after
+// --user took effect): the files and directories it opens later -- the
+// topology file and hwloc XML re-read at the config tier, the web config
+// reloaded on SIGHUP, the sysfs/ethtool/dcb trees polled, the state and
+// incident directories written -- fail there the same way as at start.
+struct PathUse {
+  enum class Access {
+    kReadFile,   // open for reading
+    kReadDir,    // list and read below it (r-x)
+    kWriteDir,   // create files in it (-wx); a missing one must be creatable
+    kSocket,     // connect to a unix socket (w on the socket)
+  };
+  std::string option;  // "hwloc-xml"
+  std::string path;
+  Access access = Access::kReadFile;
+};
+
+// One line per path the current user cannot use as `access` says, naming
+// the option, the path, the access wanted and the error ("--hwloc-xml
+// /root/t.xml is not readable (Permission denied)"). A path that does not
+// exist is not a problem for reads and sockets (the collectors look again
+// later and count it); a missing directory to write is one only when it
+// cannot be created (no write access to its nearest existing ancestor).
+// Uses access(2): the real uid, which is the effective one after --user.
+std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses);
 
 }  // namespace fabricscope

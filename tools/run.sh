@@ -14,7 +14,9 @@
 #
 # In demo mode the simulator writes a live fake sysfs tree, `ethtool -S` files
 # and `dcb pfc show` files (the PFC configuration dcbnl would give on a real
-# host) into a fresh /tmp/fabricscope-demo.XXXXXX directory, and this script
+# host) into a fresh /tmp/fabricscope-demo.XXXXXX directory (world-readable,
+# with a copy of the hwloc XML it uses: everything the daemon reads after it
+# switched to `nobody` is there, wherever the checkout lives), and this script
 # then becomes fabricscoped (exec) pointed at it. The simulator watches the
 # daemon's pid (the same pid as this script's) and stops, removing the
 # directory, as soon as the daemon exits, whichever way it exits.
@@ -144,8 +146,13 @@ topo_args=()
 }
 # The simulated ports have no LLDP neighbours: the cabling file names them.
 [[ " ${args[*]} " == *" --lldpd-socket="* ]] || topo_args+=("--lldpd-socket=")
+# Copied into the demo directory: the daemon reads it after switching to an
+# unprivileged user, who cannot read a checkout under root's 0700 home.
 hwloc_xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml"
-[[ " ${args[*]} " == *" --hwloc-xml="* ]] || [ ! -f "$hwloc_xml" ] || topo_args+=("--hwloc-xml=$hwloc_xml")
+if [[ " ${args[*]} " != *" --hwloc-xml="* ]] && [ -f "$hwloc_xml" ]; then
+  install -m 0644 "$hwloc_xml" "$dir/hwloc.xml"
+  topo_args+=("--hwloc-xml=$dir/hwloc.xml")
+fi
 
 host="${metrics_listen%:*}"
 case "$host" in 0.0.0.0 | "" | "[::]") host=localhost ;; esac
