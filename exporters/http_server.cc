@@ -8,10 +8,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
-
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
@@ -25,13 +31,69 @@ const std::string& HttpRequest::Header(const std::string& lower_name) const {
 
 struct HttpServer::Impl {
   HttpHandler handler;
+  HttpServerOptions options;
   std::shared_ptr<const int> listen_fd;  // closed when the last server goes
   bool ipv6 = false;
   bool tls = false;
   TlsOptions tls_options;
   std::string priorities;  // kept: libmicrohttpd keeps the option pointers
   MHD_Daemon* daemon = nullptr;
+
+  // The request deadline. libmicrohttpd's own timeout closes only silent
+  // connections, so a thread of ours watches when each connection's pending
+  // request is due and shuts its socket down (shutdown(2), never close: the
+  // library owns the descriptor and closes it once it sees the end). A
+  // connection is registered when the library starts it and removed in its
+  // close notification; the socket's inode is compared before the shutdown,
+  // so a descriptor number that was closed and reused in between is left
+  // alone.
+  struct Pending {
+    int fd = -1;
+    ino_t inode = 0;
+    std::chrono::steady_clock::time_point due;  // max(): no request pending
+  };
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;                                    // guarded by mu
+  absl::flat_hash_map<const MHD_Connection*, Pending> pending;  // guarded by mu
+  std::thread deadline_thread;
+
+  void Arm(const MHD_Connection* conn) {
+    std::lock_guard lock(mu);
+    auto it = pending.find(conn);
+    if (it != pending.end()) {
+      it->second.due = std::chrono::steady_clock::now() +
+                       absl::ToChronoNanoseconds(options.request_deadline);
+    }
+  }
+  void Disarm(const MHD_Connection* conn) {
+    std::lock_guard lock(mu);
+    auto it = pending.find(conn);
+    if (it != pending.end()) it->second.due = std::chrono::steady_clock::time_point::max();
+  }
+  void WatchDeadlines();
 };
+
+void HttpServer::Impl::WatchDeadlines() {
+  using Clock = std::chrono::steady_clock;
+  // A quarter of the deadline, at most 250 ms: a late request is closed
+  // within 1.25 deadlines.
+  const auto period = std::min<Clock::duration>(
+      std::chrono::milliseconds(250), absl::ToChronoNanoseconds(options.request_deadline / 4));
+  std::unique_lock lock(mu);
+  while (!stopping) {
+    wake.wait_for(lock, period);
+    const Clock::time_point now = Clock::now();
+    for (auto& [conn, p] : pending) {
+      if (p.due > now) continue;
+      p.due = Clock::time_point::max();  // once
+      struct stat st {};
+      if (fstat(p.fd, &st) != 0 || st.st_ino != p.inode) continue;
+      shutdown(p.fd, SHUT_RDWR);
+      if (options.on_request_deadline) options.on_request_deadline();
+    }
+  }
+}
 
 namespace {
 
@@ -106,7 +168,23 @@ bool PeerVerified(void* tls_session) {
 // leaves the verification to the application).
 void OnConnection(void* cls, MHD_Connection* conn, void** /*socket_context*/,
                   MHD_ConnectionNotificationCode toe) {
-  const auto* impl = static_cast<const HttpServer::Impl*>(cls);
+  auto* impl = static_cast<HttpServer::Impl*>(cls);
+  if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    std::lock_guard lock(impl->mu);
+    impl->pending.erase(conn);
+    return;
+  }
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const MHD_ConnectionInfo* fd_info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct stat st {};
+    if (fd_info != nullptr && fstat(fd_info->connect_fd, &st) == 0) {
+      std::lock_guard lock(impl->mu);
+      impl->pending[conn] = {fd_info->connect_fd, st.st_ino,
+                             std::chrono::steady_clock::now() +
+                                 absl::ToChronoNanoseconds(impl->options.request_deadline)};
+    }
+  }
   const TlsOptions::ClientAuth mode = impl->tls_options.client_auth;
   if (toe != MHD_CONNECTION_NOTIFY_STARTED || !impl->tls || mode == TlsOptions::ClientAuth::kNone) {
     return;
@@ -123,6 +201,13 @@ void OnConnection(void* cls, MHD_Connection* conn, void** /*socket_context*/,
 
 void FreeString(void* cls) { delete static_cast<std::string*>(cls); }
 
+// A request was answered (or abandoned): the next one on this connection is
+// due within the deadline from now.
+void OnCompleted(void* cls, MHD_Connection* conn, void** /*con_cls*/,
+                 MHD_RequestTerminationCode /*toe*/) {
+  static_cast<HttpServer::Impl*>(cls)->Arm(conn);
+}
+
 // One marker per request (libmicrohttpd calls the handler first with no
 // body, then for each body chunk, then once more).
 int g_request_marker;
@@ -130,7 +215,7 @@ int g_request_marker;
 MHD_Result Handle(void* cls, MHD_Connection* conn, const char* url, const char* method,
                   const char* /*version*/, const char* /*upload_data*/, size_t* upload_data_size,
                   void** con_cls) {
-  const auto* impl = static_cast<const HttpServer::Impl*>(cls);
+  auto* impl = static_cast<HttpServer::Impl*>(cls);
   if (*con_cls == nullptr) {
     *con_cls = &g_request_marker;
     return MHD_YES;
@@ -139,6 +224,9 @@ MHD_Result Handle(void* cls, MHD_Connection* conn, const char* url, const char* 
     *upload_data_size = 0;
     return MHD_YES;
   }
+  // The whole request is here: no deadline while it is answered (the idle
+  // timeout covers a client that does not read the answer).
+  impl->Disarm(conn);
   HttpRequest req;
   req.method = method == nullptr ? "" : method;
   req.path = url == nullptr ? "" : url;
@@ -196,7 +284,8 @@ MHD_Result Handle(void* cls, MHD_Connection* conn, const char* url, const char* 
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
                                                               HttpHandler handler,
-                                                              const TlsOptions* tls) {
+                                                              const TlsOptions* tls,
+                                                              HttpServerOptions options) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("'", listen, "': expected HOST:PORT"));
@@ -243,32 +332,40 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   }
   return StartOn(std::move(listen_fd), family == AF_INET6,
                  absl::StrCat(listen.substr(0, colon), ":", real_port), real_port,
-                 std::move(handler), tls);
+                 std::move(handler), tls, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Successor(const TlsOptions* tls) const {
-  return StartOn(impl_->listen_fd, impl_->ipv6, address_, port_, impl_->handler, tls);
+  return StartOn(impl_->listen_fd, impl_->ipv6, address_, port_, impl_->handler, tls,
+                 impl_->options);
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::StartOn(
     std::shared_ptr<const int> listen_fd, bool ipv6, std::string address, int port,
-    HttpHandler handler, const TlsOptions* tls) {
+    HttpHandler handler, const TlsOptions* tls, HttpServerOptions options) {
+  if (options.max_connections < 1 || options.max_connections_per_address < 1 ||
+      options.idle_timeout_seconds < 1 || options.request_deadline < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("HTTP server limits must be positive");
+  }
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->impl_ = std::make_unique<Impl>();
   Impl* impl = s->impl_.get();
   impl->handler = std::move(handler);
+  impl->options = std::move(options);
   impl->listen_fd = std::move(listen_fd);
   impl->ipv6 = ipv6;
   // ITC: needed to quiesce (stop accepting, keep the socket) a pooled daemon.
   unsigned int flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
   if (ipv6) flags |= MHD_USE_IPv6;
-  std::vector<MHD_OptionItem> options = {
+  std::vector<MHD_OptionItem> mhd_options = {
       {MHD_OPTION_LISTEN_SOCKET, *impl->listen_fd, nullptr},
       {MHD_OPTION_THREAD_POOL_SIZE, kThreads, nullptr},
-      {MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, nullptr},
-      {MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds, nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, impl->options.max_connections, nullptr},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, impl->options.max_connections_per_address, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, impl->options.idle_timeout_seconds, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(kMaxConnectionMemory), nullptr},
       {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&OnConnection), impl},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&OnCompleted), impl},
   };
   if (tls != nullptr) {
     if (tls->cert_pem.empty() || tls->key_pem.empty()) {
@@ -283,22 +380,23 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::StartOn(
     impl->tls_options = *tls;
     impl->priorities = *std::move(prio);
     flags |= MHD_USE_TLS;
-    options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, impl->tls_options.cert_pem.data()});
-    options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->tls_options.key_pem.data()});
-    options.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, impl->priorities.data()});
+    mhd_options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, impl->tls_options.cert_pem.data()});
+    mhd_options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->tls_options.key_pem.data()});
+    mhd_options.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, impl->priorities.data()});
     if (!impl->tls_options.client_ca_pem.empty()) {
-      options.push_back({MHD_OPTION_HTTPS_MEM_TRUST, 0, impl->tls_options.client_ca_pem.data()});
+      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_TRUST, 0, impl->tls_options.client_ca_pem.data()});
     }
   }
-  options.push_back({MHD_OPTION_END, 0, nullptr});
+  mhd_options.push_back({MHD_OPTION_END, 0, nullptr});
   impl->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Handle, impl, MHD_OPTION_ARRAY,
-                                  options.data(), MHD_OPTION_END);
+                                  mhd_options.data(), MHD_OPTION_END);
   if (impl->daemon == nullptr) {
     return absl::UnavailableError(
         tls != nullptr ? "cannot start the HTTPS server (a certificate, key or CA that GnuTLS "
                          "refused, or they do not match)"
                        : "cannot start the HTTP server");
   }
+  impl->deadline_thread = std::thread([impl] { impl->WatchDeadlines(); });
   s->address_ = std::move(address);
   s->port_ = port;
   return s;
@@ -309,6 +407,12 @@ HttpServer::~HttpServer() {
   // Quiesced first: stopping then leaves the listening socket (shared with a
   // successor) open; the last owner of listen_fd closes it.
   MHD_quiesce_daemon(impl_->daemon);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->deadline_thread.joinable()) impl_->deadline_thread.join();
   MHD_stop_daemon(impl_->daemon);
 }
 

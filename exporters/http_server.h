@@ -6,19 +6,26 @@
 // names and the peer address, and returns the whole response. Request bodies
 // are read and discarded (the endpoints are GET only).
 //
-// Bounds: a fixed pool of kThreads worker threads multiplexes the connections
-// (non-blocking sockets: a peer that never reads its answer or never sends a
-// request holds a connection slot, not a thread), at most kMaxConnections
-// connections, kMaxConnectionMemory bytes of request buffer each (a longer
-// request line or header block is refused by the library), and a connection idle for
-// kIdleTimeoutSeconds is closed.
+// Bounds (HttpServerOptions): a fixed pool of kThreads worker threads
+// multiplexes the connections (non-blocking sockets: a peer that never reads
+// its answer or never sends a request holds a connection slot, not a thread);
+// at most max_connections connections, of which at most
+// max_connections_per_address from one client address (one more is accepted
+// and closed at once), so that one client cannot take every slot;
+// kMaxConnectionMemory bytes of request buffer each (a longer request line or
+// header block is refused by the library); a connection idle for
+// idle_timeout_seconds is closed; and a request (TLS handshake, headers and
+// body) must arrive whole within request_deadline of the connection's start
+// or of the previous answer, else the connection is closed -- a client that
+// trickles a header byte every few seconds is never idle, but it is late.
 //
 // TLS (TlsOptions): certificate and key in PEM; with a client CA, clients are
 // asked for a certificate, and one that the CA does not verify (or none, when
 // required) fails the TLS handshake.
 //
 // Thread-safety: the handler runs on the worker threads, concurrently; it
-// must be thread-safe. Start/destruction are not concurrent with anything.
+// must be thread-safe, and so must on_request_deadline (the deadline thread).
+// Start/destruction are not concurrent with anything.
 #pragma once
 
 #include <functional>
@@ -29,6 +36,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace fabricscope {
 
@@ -74,20 +82,32 @@ struct TlsOptions {
   bool operator==(const TlsOptions&) const = default;
 };
 
+// Connection limits and deadlines (the defaults are the daemon's).
+struct HttpServerOptions {
+  int max_connections = 512;
+  // A Prometheus server scrapes from one address with one connection per
+  // target; 32 leave room for probes and curl while 16 clients at the limit
+  // still leave the rest of the slots free.
+  int max_connections_per_address = 32;
+  int idle_timeout_seconds = 5;
+  absl::Duration request_deadline = absl::Seconds(10);
+  // Called each time a connection is closed for its request deadline.
+  std::function<void()> on_request_deadline;
+};
+
 class HttpServer {
  public:
   static constexpr int kThreads = 8;
-  static constexpr int kMaxConnections = 256;
-  static constexpr int kIdleTimeoutSeconds = 5;
   static constexpr size_t kMaxConnectionMemory = 64 * 1024;
 
   // Binds `listen` (HOST:PORT, [V6HOST]:PORT; port 0 picks a free port) and
   // serves `handler` on it, over TLS when `tls` is set.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
                                                            HttpHandler handler,
-                                                           const TlsOptions* tls = nullptr);
-  // A new server on this one's listening socket, with the same handler and
-  // `tls` (null: plain HTTP) -- how TLS settings change at run time. Both
+                                                           const TlsOptions* tls = nullptr,
+                                                           HttpServerOptions options = {});
+  // A new server on this one's listening socket, with the same handler,
+  // options and `tls` (null: plain HTTP) -- how TLS settings change at run time. Both
   // accept until this one is destroyed, so no connection is refused in
   // between; an error leaves this one as it was.
   absl::StatusOr<std::unique_ptr<HttpServer>> Successor(const TlsOptions* tls) const;
@@ -110,7 +130,8 @@ class HttpServer {
   static absl::StatusOr<std::unique_ptr<HttpServer>> StartOn(std::shared_ptr<const int> listen_fd,
                                                              bool ipv6, std::string address,
                                                              int port, HttpHandler handler,
-                                                             const TlsOptions* tls);
+                                                             const TlsOptions* tls,
+                                                             HttpServerOptions options);
   std::unique_ptr<Impl> impl_;
   std::string address_;
   int port_ = 0;

@@ -113,6 +113,14 @@ const MetricSpec& kHttpRequests = DefineMetric(
              "without an answer (TLS handshake failures, timeouts) are not counted.",
      .labels = {"handler", "code"},
      .component = "exporter"});
+const MetricSpec& kHttpDeadlineClosed = DefineMetric(
+    {.name = "fabricscope_http_request_deadline_closed_total",
+     .type = MetricType::kCounter,
+     .help = "Connections to the /metrics server closed because their request (TLS handshake, "
+             "headers, body) did not arrive whole within 10 s of the connection's start or of "
+             "the previous answer: slow or stalled clients.",
+     .labels = {},
+     .component = "exporter"});
 const MetricSpec& kWebConfigReloads = DefineMetric(
     {.name = "fabricscope_web_config_reloads_total",
      .type = MetricType::kCounter,
@@ -913,9 +921,13 @@ absl::StatusOr<std::unique_ptr<PrometheusExporter>> PrometheusExporter::Start(
         std::make_shared<ProfiledCollectable>(e->metrics_collectable_, profile);
   }
   const PrometheusExporter* self = e.get();
+  HttpServerOptions limits;
+  limits.on_request_deadline = [c = &metrics->Counter(kHttpDeadlineClosed).Add({})] {
+    c->Increment();
+  };
   auto server = HttpServer::Start(
       listen, [self](const HttpRequest& req) { return self->Serve(req); },
-      e->tls_.has_value() ? &*e->tls_ : nullptr);
+      e->tls_.has_value() ? &*e->tls_ : nullptr, std::move(limits));
   if (!server.ok()) {
     return absl::UnavailableError(
         absl::StrCat("metrics-listen ", listen, ": ", server.status().message()));

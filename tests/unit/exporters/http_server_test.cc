@@ -5,13 +5,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace http_server_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -36,6 +42,109 @@ std::string Exchange(int port, const std::string& request) {
   }
   close(fd);
   return out;
+}
+
+// A connected socket from `source` (a loopback address: 127.0.0.2 is a
+// second client) to 127.0.0.1:`port`, or -1.
+int Connect(int port, const char* source = "127.0.0.1") {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True when the server has closed `fd` (EOF or reset), waiting at most
+// `wait_ms` for it.
+bool ClosedByServer(int fd, int wait_ms) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, wait_ms) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+// A whole GET from `source`, answered or not ("" when closed unanswered).
+std::string Get(int port, const char* source) {
+  const int fd = Connect(port, source);
+  if (fd < 0) return "";
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string out;
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+HttpResponse Ok(const HttpRequest&) {
+  HttpResponse r;
+  r.body = "ok";
+  return r;
+}
+
+// A client that sends a header byte every 200 ms is never idle (the idle
+// timeout is 5 s) but its request is late: closed at the 1 s deadline.
+TEST(HttpServerTest, ATricklingRequestIsClosedAtItsDeadline) {
+  std::atomic<int> closed{0};
+  HttpServerOptions options;
+  options.request_deadline = absl::Seconds(1);
+  options.on_request_deadline = [&] { ++closed; };
+  auto server = HttpServer::Start("127.0.0.1:0", Ok, nullptr, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = Connect((*server)->port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+  ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  bool was_closed = false;
+  for (int i = 0; i < 50 && !was_closed; ++i) {  // at most 10 s
+    if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+      was_closed = true;
+      break;
+    }
+    was_closed = ClosedByServer(fd, 200);
+  }
+  close(fd);
+  EXPECT_TRUE(was_closed) << "a request trickled for 10 s was never closed";
+  EXPECT_EQ(closed.load(), 1);
+  // A prompt request on a kept-alive connection is not touched.
+  EXPECT_THAT(Get((*server)->port(), "127.0.0.1"), StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(closed.load(), 1);
+}
+
+// One address holding its whole share of slots cannot lock out another
+// address; its own connections beyond the share are closed at once.
+TEST(HttpServerTest, OneAddressCannotTakeEverySlot) {
+  HttpServerOptions options;
+  options.max_connections = 16;
+  options.max_connections_per_address = 4;
+  auto server = HttpServer::Start("127.0.0.1:0", Ok, nullptr, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::vector<int> held;
+  for (int i = 0; i < 12; ++i) {  // 4 held, 8 closed by the server
+    const int fd = Connect(port);
+    ASSERT_GE(fd, 0);
+    send(fd, "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL);
+    held.push_back(fd);
+  }
+  int refused = 0;
+  for (int fd : held) refused += ClosedByServer(fd, 500) ? 1 : 0;
+  EXPECT_EQ(refused, 8);
+  EXPECT_THAT(Get(port, "127.0.0.2"), StartsWith("HTTP/1.1 200"));
+  EXPECT_EQ(Get(port, "127.0.0.1"), "");  // the held address is at its limit
+  for (int fd : held) close(fd);
 }
 
 TEST(HttpServerTest, PassesTheRequestAndSendsTheResponse) {
@@ -110,4 +219,5 @@ TEST(HttpServerTest, RefusesBadTlsAndAddresses) {
 }
 
 }  // namespace
+}  // namespace http_server_test
 }  // namespace fabricscope
