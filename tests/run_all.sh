@@ -30,7 +30,9 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # covers the rest). They run in the release and ASan builds.
 # Under ASan/UBSan, tests that exercise no daemon code of their own (promtool
 # rule tests, manifest checks, the Debian package built from the release
-# binaries, the check that namespace-less environments skip) or only re-measure
+# binaries, the check that namespace-less environments skip, bootstrap.sh's
+# package list, the demo from a private checkout: e2e_demo runs the same
+# daemon code under ASan) or only re-measure
 # detection quality over long simulated runs (the analyze code path runs under
 # ASan in e2e_detect) are left out: they would add minutes to CI and find
 # nothing a sanitizer could. So are
@@ -45,7 +47,7 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 # The sanitizer presets run unit_tests as GoogleTest shards (one process each,
 # tests/CMakeLists.txt: FABRICSCOPE_UNIT_TEST_SHARDS), so unit tests are left
 # out with a GoogleTest filter, e2e tests with a CTest regex.
-ASAN_EXCLUDE='e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_deploy_dashboard|e2e_fleet_|e2e_daemon_golden|e2e_lldp_topology|e2e_deb_package|e2e_netns_skip'
+ASAN_EXCLUDE='e2e_bootstrap_tools|e2e_demo_private_checkout|e2e_detection_quality|e2e_deploy_rules|e2e_deploy_manifests|e2e_deploy_port_table|e2e_deploy_dashboard|e2e_fleet_|e2e_daemon_golden|e2e_lldp_topology|e2e_deb_package|e2e_netns_skip'
 ASAN_GTEST_FILTER='-FleetRun.*:FleetScenarios.*'
 
 # Under tsan-concurrency, the store's budget tests (StoreBudgetTest.*) are

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -43,6 +44,23 @@ RejectReason ConvertIds(const std::string& trace_id, const std::string& span_id,
     }
     return RejectReason::kInvalidIds;
   }
+  return RejectReason::kNone;
+}
+
+// The wire's unsigned nanoseconds into the span's signed ones. A time past
+// INT64_MAX (year 2262) is in the future, whatever the limits: it must not
+// wrap to a negative time and read as too old.
+RejectReason ConvertTimes(uint64_t start, uint64_t end, Span* out, std::string* detail) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (start > kMax || end > kMax) {
+    if (detail) {
+      *detail = absl::StrCat(end > kMax ? "end" : "start", " time ", end > kMax ? end : start,
+                             "ns is past the year 2262");
+    }
+    return RejectReason::kInFuture;
+  }
+  out->start_unix_nano = static_cast<int64_t>(start);
+  out->end_unix_nano = static_cast<int64_t>(end);
   return RejectReason::kNone;
 }
 
@@ -224,8 +242,10 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
     return AttributeTooLarge("name", limits, detail);
   }
   out->name = in.name();
-  out->start_unix_nano = static_cast<int64_t>(in.start_unix_nano());
-  out->end_unix_nano = static_cast<int64_t>(in.end_unix_nano());
+  if (RejectReason r = ConvertTimes(in.start_unix_nano(), in.end_unix_nano(), out, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
   out->attributes.clear();
   out->attributes.reserve(in.attributes_size());
   for (const v1::Attribute& a : in.attributes()) out->attributes.emplace_back(a.key(), a.value());
@@ -288,8 +308,10 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   }
   for (const auto& kv : resource.kept) out->attributes.push_back(kv);
   out->name = in.name();
-  out->start_unix_nano = static_cast<int64_t>(in.start_time_unix_nano());
-  out->end_unix_nano = static_cast<int64_t>(in.end_time_unix_nano());
+  if (RejectReason r = ConvertTimes(in.start_time_unix_nano(), in.end_time_unix_nano(), out, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
   out->rdma_device.clear();
   out->rdma_port = 0;
   out->netdev.clear();

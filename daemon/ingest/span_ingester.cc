@@ -28,6 +28,26 @@ const MetricSpec& kIngestCallsRefused = DefineMetric(
      .labels = {"protocol"},
      .component = "ingest"});
 
+const MetricSpec& kIngestRequestsFailed = DefineMetric(
+    {.name = "fabricscope_ingest_requests_failed_total",
+     .type = MetricType::kCounter,
+     .help = "Ingest requests refused as a whole before their spans were read, by protocol "
+             "and reason (malformed: the bytes are not a protobuf message of the request's "
+             "type; answered INVALID_ARGUMENT).",
+     .labels = {"protocol", "reason"},
+     .component = "ingest"});
+
+const MetricSpec& kIngestStringsRepaired = DefineMetric(
+    {.name = "fabricscope_ingest_strings_repaired_total",
+     .type = MetricType::kCounter,
+     .help = "String fields of ingest requests (span names, attribute keys and values, resource "
+             "and scope strings) that were not valid UTF-8 and were repaired, each invalid byte "
+             "replaced by U+FFFD, instead of failing the whole request; by protocol and reason "
+             "(invalid_utf8). Their spans are then validated and counted in "
+             "fabricscope_ingest_spans_total as any other.",
+     .labels = {"protocol", "reason"},
+     .component = "ingest"});
+
 constexpr IngestProtocol kProtocols[] = {IngestProtocol::kNative, IngestProtocol::kOtlp};
 
 }  // namespace
@@ -70,6 +90,10 @@ SpanIngester::SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifi
     request_too_large_[pi] = &family.Add({{"protocol", protocol}, {"result", "request_too_large"}});
     overload_[pi] = &family.Add({{"protocol", protocol}, {"result", "overload"}});
     refused_calls_[pi] = &metrics->Counter(kIngestCallsRefused).Add({{"protocol", protocol}});
+    malformed_[pi] = &metrics->Counter(kIngestRequestsFailed)
+                          .Add({{"protocol", protocol}, {"reason", "malformed"}});
+    repaired_[pi] = &metrics->Counter(kIngestStringsRepaired)
+                         .Add({{"protocol", protocol}, {"reason", "invalid_utf8"}});
   }
 }
 
@@ -85,6 +109,32 @@ absl::StatusOr<SpanIngester::Ticket> SpanIngester::Admit(IngestProtocol protocol
                      " ingest calls in flight; retry later"));
   }
   return Ticket(this);
+}
+
+void SpanIngester::CountMalformed(IngestProtocol protocol, absl::string_view error) {
+  malformed_[static_cast<int>(protocol)]->Increment();
+  uint64_t suppressed = 0;
+  if (log_limiter_.Allow("malformed", &suppressed)) {
+    Log(LogLevel::kWarn, "ingest", "ingest request refused: not a protobuf message of its type",
+        {{"protocol", std::string(IngestProtocolName(protocol))},
+         {"error", std::string(error)},
+         {"suppressed", absl::StrCat(suppressed)}});
+  }
+}
+
+void SpanIngester::CountRepaired(IngestProtocol protocol, uint64_t strings,
+                                 absl::string_view field) {
+  repaired_[static_cast<int>(protocol)]->Increment(static_cast<double>(strings));
+  uint64_t suppressed = 0;
+  if (log_limiter_.Allow("repaired", &suppressed)) {
+    Log(LogLevel::kWarn, "ingest",
+        "ingest request with strings that are not UTF-8: invalid bytes replaced by U+FFFD, "
+        "spans kept",
+        {{"protocol", std::string(IngestProtocolName(protocol))},
+         {"strings", absl::StrCat(strings)},
+         {"first_field", std::string(field)},
+         {"suppressed", absl::StrCat(suppressed)}});
+  }
 }
 
 void SpanIngester::CountRequestTooLarge(IngestProtocol protocol, uint64_t spans) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/metrics.h"
 #include "daemon/ingest/span_convert.h"
 #include "daemon/ingest/span_validation.h"
@@ -102,6 +103,16 @@ class SpanIngester {
   absl::StatusOr<IngestResult> ExportOtlp(
       const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest& request);
 
+  // A request whose bytes are not a protobuf message of its type (the
+  // gRPC services decode them: daemon/ingest/wire_decode.h): counted in
+  // fabricscope_ingest_requests_failed_total{reason="malformed"} and
+  // logged (rate-limited) with the decoder's `error`.
+  void CountMalformed(IngestProtocol protocol, absl::string_view error);
+  // `strings` string fields of a request were not UTF-8 and were repaired
+  // (fabricscope_ingest_strings_repaired_total); `field` is the first
+  // repaired field, for the rate-limited log line.
+  void CountRepaired(IngestProtocol protocol, uint64_t strings, absl::string_view field);
+
   const IngestLimits& limits() const { return limits_; }
   int in_flight() const { return in_flight_.load(std::memory_order_acquire); }
 
@@ -125,6 +136,9 @@ class SpanIngester {
   prometheus::Counter* request_too_large_[2] = {};
   prometheus::Counter* overload_[2] = {};
   prometheus::Counter* refused_calls_[2] = {};
+  prometheus::Counter* malformed_[2] = {};
+  prometheus::Counter* repaired_[2] = {};
+  LogRateLimiter log_limiter_{absl::Minutes(1)};
 };
 
 }  // namespace fabricscope

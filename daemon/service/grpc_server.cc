@@ -6,6 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/log.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/resource_quota.h"
 
@@ -47,6 +49,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const GrpcT
   return grpc::SslServerCredentials(opts);
 }
 
+// protobuf writes its own complaints to stderr: one line per string field
+// that is not UTF-8, in every bad request the ingest methods decode (and then
+// repair, counted). They go to the daemon's log at debug level instead,
+// rate-limited.
+void ProtobufLog(google::protobuf::LogLevel /*level*/, const char* filename, int line,
+                 const std::string& message) {
+  static LogRateLimiter* const limiter = new LogRateLimiter(absl::Minutes(1));
+  uint64_t suppressed = 0;
+  if (!limiter->Allow("protobuf", &suppressed)) return;
+  Log(LogLevel::kDebug, "grpc",
+      "protobuf", {{"message", message}, {"at", absl::StrCat(filename, ":", line)},
+                   {"suppressed", absl::StrCat(suppressed)}});
+}
+
 }  // namespace
 
 GrpcServer::GrpcServer(std::string listen_address, GrpcTlsOptions tls)
@@ -57,6 +73,7 @@ GrpcServer::~GrpcServer() { Shutdown(absl::Milliseconds(100)); }
 void GrpcServer::AddService(grpc::Service* service) { services_.push_back(service); }
 
 absl::Status GrpcServer::Start() {
+  google::protobuf::SetLogHandler(&ProtobufLog);
   auto creds = Credentials(tls_);
   if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/service/grpc_status.h"
+#include "daemon/service/raw_codec.h"
 
 namespace fabricscope {
 
@@ -30,12 +31,27 @@ void FillPushResponse(const IngestResult& result, v1::PushResponse* response) {
   }
 }
 
-grpc::Status IngestService::Push(grpc::ServerContext* context, const v1::PushRequest* request,
-                                 v1::PushResponse* response) {
-  auto result = ingester_->PushNative(*request);
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  FillPushResponse(*result, response);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* IngestService::Push(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::PushRequest message;
+  grpc::Status decoded =
+      DecodeIngestRequest(*request, &message, IngestProtocol::kNative, ingester_);
+  if (!decoded.ok()) {
+    reactor->Finish(decoded);
+    return reactor;
+  }
+  auto result = ingester_->PushNative(message);
+  if (!result.ok()) {
+    reactor->Finish(ToGrpcStatus(result.status()));
+    return reactor;
+  }
+  v1::PushResponse answer;
+  FillPushResponse(*result, &answer);
+  EncodeResponse(answer, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 namespace {

@@ -29,7 +29,11 @@ namespace fabricscope {
 // Fills a PushResponse from an ingest result.
 void FillPushResponse(const IngestResult& result, v1::PushResponse* response);
 
-class IngestService final : public v1::Ingest::Service {
+// Push is a raw callback method (it decodes its request itself: raw_codec.h,
+// strings that are not UTF-8 repaired, bytes that are no PushRequest refused
+// with INVALID_ARGUMENT and counted); PushStream is a synchronous method,
+// whose messages gRPC parses strictly.
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Push<v1::Ingest::Service> {
  public:
   // `metrics` may be null (tests).
   explicit IngestService(SpanIngester* ingester,
@@ -37,8 +41,9 @@ class IngestService final : public v1::Ingest::Service {
                          MetricsRegistry* metrics = nullptr);
   ~IngestService() override;
 
-  grpc::Status Push(grpc::ServerContext* context, const v1::PushRequest* request,
-                    v1::PushResponse* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::Status PushStream(grpc::ServerContext* context, grpc::ServerReader<v1::PushRequest>* reader,
                           v1::PushResponse* response) override;
 

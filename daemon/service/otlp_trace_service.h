@@ -15,14 +15,14 @@
 namespace fabricscope {
 
 class OtlpTraceService final
-    : public opentelemetry::proto::collector::trace::v1::TraceService::Service {
+    : public opentelemetry::proto::collector::trace::v1::TraceService::WithRawCallbackMethod_Export<
+          opentelemetry::proto::collector::trace::v1::TraceService::Service> {
  public:
   explicit OtlpTraceService(SpanIngester* ingester) : ingester_(ingester) {}
 
-  grpc::Status Export(
-      grpc::ServerContext* context,
-      const opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest* request,
-      opentelemetry::proto::collector::trace::v1::ExportTraceServiceResponse* response) override;
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
  private:
   SpanIngester* const ingester_;

@@ -2,11 +2,16 @@
 // OTLP TraceService adapters, called through generated stubs.
 #include "daemon/service/grpc_server.h"
 
+#include <future>
+#include <limits>
+
 #include "daemon/service/ingest_service.h"
 #include "daemon/service/otlp_trace_service.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
 namespace fabricscope {
+namespace ingest_grpc_test {
 namespace {
 
 namespace otlp_collector = opentelemetry::proto::collector::trace::v1;
@@ -211,6 +216,148 @@ TEST_F(IngestGrpcTest, OtlpExportReportsPartialSuccess) {
   EXPECT_FALSE(ok_resp.has_partial_success());
 }
 
+// The value of one self-metric counter, 0 when absent.
+double CounterValue(MetricsRegistry& m, const std::string& family, const std::string& protocol,
+                    const std::string& label, const std::string& value) {
+  for (const prometheus::MetricFamily& f : m.registry()->Collect()) {
+    if (f.name != family) continue;
+    for (const prometheus::ClientMetric& cm : f.metric) {
+      bool p = false, l = false;
+      for (const auto& pair : cm.label) {
+        p |= pair.name == "protocol" && pair.value == protocol;
+        l |= pair.name == label && pair.value == value;
+      }
+      if (p && l) return cm.counter.value;
+    }
+  }
+  return 0;
+}
+
+// Calls `method` with raw request bytes, as a client with its own encoder
+// (or no protobuf at all) would.
+grpc::Status RawCall(const std::string& address, const std::string& method,
+                     const std::string& bytes, std::string* answer) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(std::move(s)); });
+  grpc::Status status = done.get_future().get();
+  std::vector<grpc::Slice> slices;
+  answer->clear();
+  if (status.ok() && response.Dump(&slices).ok()) {
+    for (const auto& s : slices) answer->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return status;
+}
+
+// One span name that is not UTF-8 no longer sinks the request: it is
+// repaired (U+FFFD), counted, and every span of the request is stored.
+TEST_F(IngestGrpcTest, InvalidUtf8IsRepairedAndTheRequestKept) {
+  Start({});
+  v1::PushRequest req;
+  *req.add_spans() = Native(1, Now());
+  *req.add_spans() = Native(2, Now(), "dec\xffode");
+  auto* attr = req.mutable_spans(2 - 1)->add_attributes();
+  attr->set_key("model");
+  attr->set_value("caf\xe9");  // Latin-1
+  *req.add_spans() = Native(3, Now());
+  std::string answer;
+  grpc::Status s = RawCall(server_->address(), "/fabricscope.v1.Ingest/Push",
+                           req.SerializePartialAsString(), &answer);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  v1::PushResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(answer));
+  EXPECT_EQ(resp.accepted_spans(), 3u);
+  EXPECT_EQ(store_->Stats().spans, 3u);
+  SpanId id{};
+  id[7] = 2;
+  auto found = store_->FindBySpanId(id);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0]->name, "dec\xEF\xBF\xBDode");
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "native",
+                         "reason", "invalid_utf8"),
+            2);
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_spans_total", "native", "result",
+                         "accepted"),
+            3);
+
+  // OTLP: a resource attribute and a nested kvlist value, repaired too.
+  otlp_collector::ExportTraceServiceRequest otlp;
+  auto* rs = otlp.add_resource_spans();
+  auto* svc = rs->mutable_resource()->add_attributes();
+  svc->set_key("service.name");
+  svc->mutable_value()->set_string_value("vllm\xc0");  // an overlong lead byte
+  auto* span = rs->add_scope_spans()->add_spans();
+  span->set_trace_id(std::string(16, '\x05'));
+  span->set_span_id(std::string(7, '\0') + '\x01');
+  span->set_name("llm_request");
+  span->set_start_time_unix_nano(Now() - 2'000'000);
+  span->set_end_time_unix_nano(Now() - 1'000'000);
+  auto* kv = span->add_attributes();
+  kv->set_key("nested");
+  auto* inner = kv->mutable_value()->mutable_kvlist_value()->add_values();
+  inner->set_key("k");
+  inner->mutable_value()->set_string_value("\xed\xa0\x80");  // a surrogate
+  s = RawCall(server_->address(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+              otlp.SerializePartialAsString(), &answer);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(store_->Stats().spans, 4u);
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "otlp",
+                         "reason", "invalid_utf8"),
+            2);
+}
+
+// Bytes that are no protobuf message at all: INVALID_ARGUMENT (not gRPC's
+// INTERNAL), counted with the reason.
+TEST_F(IngestGrpcTest, MalformedRequestsAreCountedWithAReason) {
+  Start({});
+  std::string answer;
+  const std::string junk = "this is not protobuf \xff\xff\xff\xff";
+  grpc::Status s = RawCall(server_->address(), "/fabricscope.v1.Ingest/Push", junk, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("fabricscope.v1.PushRequest"), std::string::npos);
+  s = RawCall(server_->address(), "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+              junk, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // A truncated message: the length of its last field runs past the end.
+  v1::PushRequest req;
+  *req.add_spans() = Native(1, Now());
+  std::string cut = req.SerializeAsString();
+  cut.resize(cut.size() - 3);
+  s = RawCall(server_->address(), "/fabricscope.v1.Ingest/Push", cut, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_requests_failed_total", "native", "reason",
+                         "malformed"),
+            2);
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_requests_failed_total", "otlp", "reason",
+                         "malformed"),
+            1);
+  EXPECT_EQ(store_->Stats().spans, 0u);
+}
+
+// A time past INT64_MAX ns is in the future, not (wrapped to negative) too old.
+TEST_F(IngestGrpcTest, FarFutureTimestampIsInFuture) {
+  Start({});
+  v1::PushRequest req;
+  *req.add_spans() = Native(1, Now());
+  req.mutable_spans(0)->set_end_unix_nano(std::numeric_limits<uint64_t>::max() - 5);
+  *req.add_spans() = Native(2, Now());
+  req.mutable_spans(1)->set_start_unix_nano(uint64_t{1} << 63);
+  req.mutable_spans(1)->set_end_unix_nano(uint64_t{1} << 63);
+  v1::PushResponse resp;
+  grpc::Status s = ingest_stub_->Push(Ctx().get(), req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.rejections_size(), 2);
+  for (const auto& r : resp.rejections()) {
+    EXPECT_EQ(r.reason(), v1::REJECTION_REASON_IN_FUTURE) << r.message();
+  }
+}
+
 TEST(GrpcServerTest, BindFailureIsAnError) {
   IngestService service(nullptr);  // never called
   GrpcServer first("127.0.0.1:0");
@@ -224,4 +371,5 @@ TEST(GrpcServerTest, BindFailureIsAnError) {
 }
 
 }  // namespace
+}  // namespace ingest_grpc_test
 }  // namespace fabricscope
