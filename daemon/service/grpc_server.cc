@@ -81,6 +81,11 @@ absl::Status GrpcServer::Start() {
   for (grpc::Service* s : services_) builder.RegisterService(s);
   grpc::ResourceQuota quota("fabricscope-grpc");
   quota.SetMaxThreads(kMaxThreads);
+  // gRPC checks the message size limit only once a message is whole
+  // (grpc/grpc#43012): without a memory quota a client could make it buffer
+  // any size. Past the quota the transport refuses the stream
+  // (RST_STREAM ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED for the client).
+  quota.Resize(kMaxTransportMemoryBytes);
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

@@ -4,7 +4,14 @@
 //
 // Bounds: at most kMaxThreads gRPC worker threads (grpc::ResourceQuota),
 // messages up to kMaxMessageBytes (larger ones are refused by gRPC with
-// RESOURCE_EXHAUSTED before any parsing of ours).
+// RESOURCE_EXHAUSTED before any parsing of ours), and at most
+// kMaxTransportMemoryBytes of transport buffers for all connections together
+// (the quota's memory): gRPC 1.51 compares a message with the size limit
+// only once it has buffered all of it, so the quota is what stops a 512 MiB
+// message (refused with RESOURCE_EXHAUSTED after ~32 MiB: bench/README.md,
+// "oversized ingest messages"). Under that pressure a legitimate large
+// message can be refused too (4 concurrent 15 MiB pushes: one refused); OTLP
+// exporters batch far below it.
 //
 // Lifecycle: construct, AddService()..., Start() (binds; a bind failure is a
 // startup error), Shutdown() (waits at most `grace` for calls in flight, then
@@ -42,6 +49,7 @@ class GrpcServer {
  public:
   static constexpr int kMaxThreads = 32;
   static constexpr int kMaxMessageBytes = 16 << 20;
+  static constexpr size_t kMaxTransportMemoryBytes = 2 * size_t{kMaxMessageBytes};
   static constexpr int kMaxConnectionAgeMs = 5 * 60 * 1000;
   static constexpr int kMaxConnectionAgeGraceMs = 30 * 1000;
 

@@ -340,6 +340,29 @@ TEST_F(IngestGrpcTest, MalformedRequestsAreCountedWithAReason) {
   EXPECT_EQ(store_->Stats().spans, 0u);
 }
 
+// A message far over the size limit is refused once the transport's memory
+// quota is spent (gRPC would otherwise buffer all of it before comparing it
+// with the limit); the server goes on serving.
+TEST_F(IngestGrpcTest, AnOversizedMessageIsRefusedAndTheServerGoesOn) {
+  Start({});
+  v1::PushRequest req;
+  *req.add_spans() = Native(1, Now());
+  auto* blob = req.mutable_spans(0)->add_attributes();
+  blob->set_key("blob");
+  blob->set_value(std::string(96 << 20, 'x'));
+  std::string answer;
+  grpc::Status s = RawCall(server_->address(), "/fabricscope.v1.Ingest/Push",
+                           req.SerializeAsString(), &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_EQ(store_->Stats().spans, 0u);
+  v1::PushRequest small;
+  *small.add_spans() = Native(2, Now());
+  v1::PushResponse resp;
+  s = ingest_stub_->Push(Ctx().get(), small, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.accepted_spans(), 1u);
+}
+
 // A time past INT64_MAX ns is in the future, not (wrapped to negative) too old.
 TEST_F(IngestGrpcTest, FarFutureTimestampIsInFuture) {
   Start({});
