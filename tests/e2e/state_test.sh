@@ -7,7 +7,8 @@
 #  2. After a restart the storm event, the spans (by trace id, correlated as
 #     fabric) and the samples from before the restart are all back, the
 #     counters continue, and /metrics reports what was restored. The snapshot
-#     is moved aside (restored once).
+#     is moved aside (restored once); a snapshot.tmp that a kill during a
+#     snapshot left is removed at the start.
 #  3. A snapshot with one flipped byte, and one cut in half: each is reported
 #     (log line with the reason, fabricscope_state_snapshot_rejected_total),
 #     kept as snapshot.corrupt, and the daemon starts empty and polls.
@@ -94,9 +95,16 @@ grep 'msg="snapshot written"' "$WORK/daemon.log" | grep -q 'spans=3' || fail "sn
 # --- 2. restart: the story is still there -------------------------------------------------
 sleep 0.5
 echo 700 >"$PORT/hw_counters/out_of_sequence"  # moved while the daemon was down
+# What a kill -9 during a snapshot leaves: a partial snapshot.tmp beside the
+# complete snapshot of the stop before. The start restores the snapshot and
+# removes the temporary file.
+head -c 1000 /dev/urandom >"$STATE/snapshot.tmp"
 : >"$WORK/daemon.log"
 start_daemon "${ARGS[@]}"
 grep -q 'msg="restored snapshot"' "$WORK/daemon.log" || fail "no 'restored snapshot' line"
+[ -e "$STATE/snapshot.tmp" ] && fail "an interrupted snapshot's temporary file was left at start"
+grep -q "msg=\"removed an interrupted snapshot's temporary file\"" "$WORK/daemon.log" ||
+  fail "the removal of snapshot.tmp was not logged"
 [ -e "$STATE/snapshot" ] && fail "the snapshot was not moved aside after restoring it"
 [ -s "$STATE/snapshot.restored" ] || fail "no snapshot.restored"
 GRPC=$(grpc_addr)
