@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,10 @@ struct CorrelateQuery {
   // those (the latest; 0 = no further limit). See SelectSpans.
   SpanSelection selection;
   uint32_t max_listed = 0;
+  // Asked between spans (correlating 10,000 spans takes seconds): true ends
+  // the query with CANCELLED. The gRPC service passes its call's
+  // cancellation, so a client that gives up, or the daemon's stop, ends it.
+  std::function<bool()> cancelled;
 };
 
 // A span with its verdict. correlation.series holds only the anomalous

@@ -42,10 +42,15 @@ class RecordWriter final : public RecordSink {
 
 }  // namespace
 
-grpc::Status QueryService::Correlate(grpc::ServerContext*, const v1::CorrelateRequest* request,
+grpc::Status QueryService::Correlate(grpc::ServerContext* context,
+                                     const v1::CorrelateRequest* request,
                                      v1::CorrelateResponse* response) {
   CorrelateSummary summary;
-  auto spans = engine_->Correlate(CorrelateQueryFromProto(*request), &summary);
+  CorrelateQuery query = CorrelateQueryFromProto(*request);
+  // The daemon's stop cancels calls still running after its grace (200 ms):
+  // a long correlation must end then, not hold SIGTERM past its bound.
+  if (context != nullptr) query.cancelled = [context] { return context->IsCancelled(); };
+  auto spans = engine_->Correlate(query, &summary);
   if (!spans.ok()) return ToGrpcStatus(spans.status());
   CorrelateSummaryToProto(summary, response->mutable_summary());
   const HostTopology topology = engine_->Topology();

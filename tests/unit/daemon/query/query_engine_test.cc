@@ -67,6 +67,25 @@ TEST_F(QueryEngineTest, CorrelatesByTraceIdAndTrimsToTheAnomalousSeries) {
   EXPECT_TRUE(got->empty());
 }
 
+// A query asked to stop between spans ends with CANCELLED, after the spans
+// it was let correlate (the gRPC service asks its call: the daemon's stop).
+TEST_F(QueryEngineTest, CorrelateStopsWhenCancelled) {
+  CorrelateQuery q;
+  q.selector = CorrelateQuery::Selector::kTimeRange;
+  q.time_range = {kT, kT + 60 * kSec};
+  int asked = 0;
+  q.cancelled = [&asked] { return ++asked > 2; };
+  auto got = engine_.Correlate(q);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_NE(got.status().message().find("after 2 of 3 spans"), std::string::npos)
+      << got.status();
+  q.cancelled = [] { return false; };
+  got = engine_.Correlate(q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), 3u);
+}
+
 TEST_F(QueryEngineTest, CorrelatesBySpanIdAndTimeRange) {
   CorrelateQuery by_span;
   by_span.selector = CorrelateQuery::Selector::kSpanId;
