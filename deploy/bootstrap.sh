@@ -22,6 +22,8 @@ packages=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   # test tools: real Prometheus server + promtool, the peer exporter, kernel tools
   prometheus prometheus-node-exporter lldpd iproute2 ethtool procps curl jq openssl python3 python3-yaml
+  # npm install (the OpenTelemetry client of the e2e tests) and curl over TLS
+  ca-certificates
   # systemd-analyze verifies deploy/systemd/fabricscoped.service (e2e_deploy_manifests)
   systemd
   # the Debian package (cpack -G DEB, e2e_deb_package): dpkg-shlibdeps computes

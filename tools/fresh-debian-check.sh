@@ -31,6 +31,20 @@ deb http://deb.debian.org/debian bookworm-updates main
 deb http://deb.debian.org/debian-security bookworm-security main
 SOURCES
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# The network settings of the machine this runs on are the fresh machine's
+# too, not the project's: certificate authorities added to this host's trust
+# store (an egress proxy's) and npm's cafile setting (node does not read the
+# system store otherwise). Installed into the chroot's trust store once its
+# ca-certificates package is there (bootstrap installs it: curl needs it).
+extra_cas=()
+for ca in /usr/local/share/ca-certificates/*.crt; do [ -f "$ca" ] && extra_cas+=("$ca"); done
+if [ ${#extra_cas[@]} -gt 0 ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp "${extra_cas[@]}" "$root/usr/local/share/ca-certificates/"
+fi
+for f in /etc/npmrc /usr/etc/npmrc; do
+  if [ -f "$f" ]; then mkdir -p "$root$(dirname "$f")"; cp "$f" "$root$f"; fi
+done
 mounts=()
 cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
@@ -47,4 +61,6 @@ git clone -q "$SRC" "$root/root/project"
 presets=("$@")
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   LANG=C.UTF-8 TERM=dumb /bin/bash -c \
-  "cd /root/project && ./deploy/bootstrap.sh && ./tests/run_all.sh ${presets[*]}"
+  "cd /root/project && ./deploy/bootstrap.sh &&
+   { ! command -v update-ca-certificates >/dev/null || update-ca-certificates >/dev/null; } &&
+   ./tests/run_all.sh ${presets[*]}"

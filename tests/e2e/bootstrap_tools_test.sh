@@ -24,8 +24,9 @@ mapfile -t listed < <(awk '/^packages=\(/,/^\)/' "$SRC/deploy/bootstrap.sh" | se
   tr ' ' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' || true)
 [ ${#listed[@]} -gt 20 ] || fail "could not read bootstrap.sh's package list (${#listed[@]} names)"
 listed+=(nodejs npm)  # bootstrap.sh adds them when node or npm is missing
-# A direct dependency of a listed package comes with it (g++ -> g++-12).
-mapfile -t deps < <(for p in "${listed[@]}"; do dpkg-query -W -f='${Depends}\n' "$p" 2>/dev/null || true; done |
+# A direct dependency of a listed package comes with it (g++ -> g++-12,
+# python3 -> python3-minimal, which ships /usr/bin/python3).
+mapfile -t deps < <(for p in "${listed[@]}"; do dpkg-query -W -f='${Pre-Depends}, ${Depends}\n' "$p" 2>/dev/null || true; done |
   tr ',|' '\n\n' | sed 's/(.*)//; s/:any//; s/ //g' | grep -v '^$' | sort -u)
 in_list() { local p; for p in "${listed[@]}" "${deps[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 # owner PATH: the package that ships PATH (as named, then /usr-merged, then
