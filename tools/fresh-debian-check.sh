@@ -10,7 +10,8 @@
 # CHROOT_DIR (default /srv/fabricscope-deb12) is made with
 # `debootstrap --variant=minbase bookworm` when it does not exist yet, gets
 # Debian's default sources (bookworm, bookworm-updates, bookworm-security),
-# and /proc, /sys, /dev, /dev/pts and /dev/shm bound in for the run. The
+# and /proc, /sys, /dev, /dev/pts and /dev/shm bound in (and a tmpfs /run)
+# for the run. The
 # committed HEAD of this repository is cloned into CHROOT_DIR/root/project
 # (/root is 0700, as on a fresh install) and there
 #   ./deploy/bootstrap.sh && ./tests/run_all.sh [presets]
@@ -55,6 +56,11 @@ for m in proc sys dev dev/pts dev/shm; do
   mount --bind "/$m" "$root/$m"
   mounts+=("$root/$m")
 done
+# A /run of its own, as a booted system has (ip netns keeps its namespaces
+# under /run/netns: the netns tests run instead of skipping).
+mkdir -p "$root/run"
+mount -t tmpfs -o mode=0755 tmpfs "$root/run"
+mounts+=("$root/run")
 chmod 0700 "$root/root"
 rm -rf "$root/root/project"
 git clone -q "$SRC" "$root/root/project"
