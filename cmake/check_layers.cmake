@@ -69,9 +69,12 @@ function(fabricscope_check_layers root out)
   set(violations "")
   foreach(f ${files})
     fabricscope_layer_of(${f} own_rank own_name)
-    file(STRINGS ${root}/${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    # Quoted and angle-bracket includes: <store/store.h> names a project
+    # header as surely as "store/store.h" (system headers map to no layer).
+    file(STRINGS ${root}/${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
     foreach(line ${lines})
-      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]*)\".*" "\\1" inc "${line}")
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]*)[\">].*" "\\1" inc
+        "${line}")
       fabricscope_layer_of(${inc} inc_rank inc_name)
       if(inc_name STREQUAL "" OR inc_name STREQUAL own_name)
         continue()

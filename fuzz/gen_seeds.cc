@@ -47,6 +47,7 @@
 #include "daemon/recording/recording.h"
 #include "daemon/state/snapshot.h"
 #include "fabricscope/v1/ingest.pb.h"
+#include "fuzz/span_checks.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
 
 namespace {
@@ -135,6 +136,17 @@ void Native() {
     s->set_end_unix_nano(1ull << 63);
     Write("fuzz_native_span", "regress_end_2p63", r.SerializeAsString());
   }
+  {
+    // Strings that are not UTF-8 (a Latin-1 name, a cut sequence in an
+    // attribute value): the Push method repairs them (wire_decode.h).
+    fabricscope::v1::PushRequest r;
+    NativeSpan(r.add_spans(), 10, "caf\xe9 decode");
+    auto* a = r.mutable_spans(0)->add_attributes();
+    a->set_key("model");
+    a->set_value("llama\xe2\x82");
+    NativeSpan(r.add_spans(), 11, "decode");
+    Write("fuzz_native_span", "invalid_utf8", r.SerializePartialAsString());
+  }
 }
 
 // --- OTLP --------------------------------------------------------------------
@@ -212,6 +224,21 @@ void Otlp() {
     OtlpSpan(s, 9, "x");
     s->set_end_time_unix_nano(1ull << 63);
     Write("fuzz_otlp_span", "regress_end_2p63", r.SerializeAsString());
+  }
+  {
+    // Strings that are not UTF-8 in a resource attribute, a span name and a
+    // nested value: the Export method repairs them (wire_decode.h).
+    otlp::collector::trace::v1::ExportTraceServiceRequest r;
+    auto* rs = r.add_resource_spans();
+    Kv(rs->mutable_resource()->mutable_attributes(), "service.name", "vllm\xc0");
+    auto* s = rs->add_scope_spans()->add_spans();
+    OtlpSpan(s, 10, "llm_request\xff");
+    auto* kv = s->add_attributes();
+    kv->set_key("nested");
+    auto* inner = kv->mutable_value()->mutable_kvlist_value()->add_values();
+    inner->set_key("k");
+    inner->mutable_value()->set_string_value("\xed\xa0\x80");
+    Write("fuzz_otlp_span", "invalid_utf8", r.SerializePartialAsString());
   }
 }
 
@@ -543,6 +570,8 @@ void IbMad() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The invalid_utf8 seeds are serialized on purpose: no protobuf complaint.
+  fabricscope::fuzz::SilenceProtobufLogging();
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR (usually fuzz/corpus)\n", argv[0]);
     return 2;

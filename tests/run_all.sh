@@ -59,6 +59,17 @@ TSAN_CONCURRENCY_EXCLUDE='StoreBudgetTest\.'
 TSAN_EXCLUDE='e2e_correlate|e2e_otlp_ingest|e2e_detect|e2e_fault_grpc|e2e_tls'
 TSAN_GTEST_FILTER='-IngestGrpcTest.*:GrpcServerTest.*:QueryServiceTest.OverGrpc*'
 
+# shard_counts PRESET: the unit test shards' own counts (tests/unit_shard.sh
+# prints one line per shard; CTest keeps passing tests' output only in its
+# log) and their sum, so the log says how many unit tests ran, not "16/16".
+shard_counts() {
+  local log="build/$1/Testing/Temporary/LastTest.log"
+  [ -f "$log" ] || return 0
+  grep -h '^unit_tests shard [0-9]*/[0-9]*: ' "$log" | sort -V || true
+  grep -h '^unit_tests shard [0-9]*/[0-9]*: ' "$log" |
+    awk '{ ran += $4; passed += $7; n++ } END { if (n) printf "unit_tests: %d shards, %d tests ran, %d passed\n", n, ran, passed }'
+}
+
 for preset in "${presets[@]}"; do
   if [ "$preset" = fuzz ]; then
     echo "=== fuzz: every target for ${FUZZ_SECONDS:-6} s ==="
@@ -76,12 +87,14 @@ for preset in "${presets[@]}"; do
   if [ "$preset" = debug-asan ]; then
     echo "(debug-asan: not run here, see above: $ASAN_EXCLUDE; unit tests $ASAN_GTEST_FILTER)"
     GTEST_FILTER="$ASAN_GTEST_FILTER" ctest --preset "$preset" --timeout 600 -E "$ASAN_EXCLUDE"
+    shard_counts "$preset"
   elif [ "$preset" = tsan-concurrency ]; then
     echo "(tsan-concurrency: not run here, see above: $TSAN_CONCURRENCY_EXCLUDE)"
     ctest --preset "$preset" --timeout 600 -E "$TSAN_CONCURRENCY_EXCLUDE"
   elif [ "$preset" = tsan ]; then
     echo "(tsan: not run here, see above: $TSAN_EXCLUDE; unit tests $TSAN_GTEST_FILTER)"
     GTEST_FILTER="$TSAN_GTEST_FILTER" ctest --preset "$preset" --timeout 600 -E "$TSAN_EXCLUDE"
+    shard_counts "$preset"
   else
     ctest --preset "$preset" --timeout 600
   fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layer rule (cmake/check_layers.cmake): the source tree keeps it, and
 # the check catches a file that breaks it (an upward include, an include of a
-# peer layer, analysis reaching for protobuf).
+# peer layer, analysis reaching for protobuf), with quotes or angle brackets.
 set -euo pipefail
 src="${FABRICSCOPE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 check="$src/cmake/check_layers.cmake"
@@ -37,4 +37,9 @@ expect_violation daemon/detect/event_log.cc '#include "fabricscope/v1/span.pb.h"
   'daemon/detect/event_log.cc (analysis) includes fabricscope/v1/span.pb.h (proto)'
 expect_violation daemon/service/grpc_server.cc '#include "daemon/config.h"' \
   'daemon/service/grpc_server.cc (service) includes daemon/config.h (daemon)'
+# Angle brackets name a project header too.
+expect_violation store/chunk.cc '#include <collectors/collector.h>' \
+  'store/chunk.cc (store) includes collectors/collector.h (collectors)'
+expect_violation daemon/correlate/correlator.cc '#  include <opentelemetry/proto/trace/v1/trace.pb.h>' \
+  'daemon/correlate/correlator.cc (analysis) includes opentelemetry/proto/trace/v1/trace.pb.h (proto)'
 echo "PASS: layer rule"
