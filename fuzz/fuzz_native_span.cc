@@ -15,7 +15,6 @@
 #include "daemon/ingest/span_convert.h"
 #include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
-#include "daemon/ingest/wire_decode.h"
 #include "daemon/recording/recording.h"
 #include "fabricscope/v1/ingest.pb.h"
 #include "fuzz/fuzz_check.h"
@@ -32,21 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       *fabricscope::SpanKindClassifier::Create({});
 
   fabricscope::v1::PushRequest request;
-  // As the gRPC method decodes it (daemon/service/raw_codec.h): strictly,
-  // else with strings that are not UTF-8 repaired; every string of what it
-  // decodes is valid UTF-8 (the repaired message serializes and parses
-  // strictly).
-  const fabricscope::DecodeOutcome decoded = fabricscope::DecodeRepairingUtf8(
-      absl::string_view(reinterpret_cast<const char*>(data), size), &request);
-  if (!decoded.ok) {
-    FUZZ_CHECK(!decoded.error.empty());
-    return 0;
-  }
-  if (decoded.repaired_strings > 0) {
-    FUZZ_CHECK(!decoded.first_repaired_field.empty());
-    decltype(request) again;
-    FUZZ_CHECK(again.ParseFromString(request.SerializeAsString()));
-  }
+  if (!fabricscope::fuzz::DecodeAsIngestDoes(data, size, &request)) return 0;
   const fabricscope::ConvertContext ctx{limits, classifier.get()};
   for (const fabricscope::v1::Span& in : request.spans()) {
     fabricscope::Span span;

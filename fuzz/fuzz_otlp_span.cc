@@ -12,7 +12,6 @@
 
 #include "daemon/ingest/span_convert.h"
 #include "daemon/ingest/span_validation.h"
-#include "daemon/ingest/wire_decode.h"
 #include "daemon/spans/span_kind.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/span_checks.h"
@@ -31,21 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       *fabricscope::SpanKindClassifier::Create({});
 
   otlp::collector::trace::v1::ExportTraceServiceRequest request;
-  // As the gRPC method decodes it (daemon/service/raw_codec.h): strictly,
-  // else with strings that are not UTF-8 repaired; every string of what it
-  // decodes is valid UTF-8 (the repaired message serializes and parses
-  // strictly).
-  const fabricscope::DecodeOutcome decoded = fabricscope::DecodeRepairingUtf8(
-      absl::string_view(reinterpret_cast<const char*>(data), size), &request);
-  if (!decoded.ok) {
-    FUZZ_CHECK(!decoded.error.empty());
-    return 0;
-  }
-  if (decoded.repaired_strings > 0) {
-    FUZZ_CHECK(!decoded.first_repaired_field.empty());
-    decltype(request) again;
-    FUZZ_CHECK(again.ParseFromString(request.SerializeAsString()));
-  }
+  if (!fabricscope::fuzz::DecodeAsIngestDoes(data, size, &request)) return 0;
   const fabricscope::ConvertContext ctx{limits, classifier.get()};
   for (const auto& rs : request.resource_spans()) {
     const fabricscope::OtlpResourceInfo resource =

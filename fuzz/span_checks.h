@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/ingest/span_validation.h"
+#include "daemon/ingest/wire_decode.h"
 #include "daemon/spans/span.h"
 #include "fuzz/fuzz_check.h"
 #include "google/protobuf/stubs/logging.h"
@@ -44,6 +45,27 @@ inline void CheckAcceptedSpan(const Span& span, const IngestLimits& limits, size
   for (uint8_t b : span.span_id) span_zero = span_zero && b == 0;
   FUZZ_CHECK(!trace_zero && !span_zero);
   FUZZ_CHECK(span.kind != SpanKind::kUnspecified);
+}
+
+// Decodes the fuzz input into `*request` as the gRPC ingest methods do
+// (daemon/service/raw_codec.h): strictly, else with strings that are not
+// UTF-8 repaired. False when the bytes are no such message (with a reason).
+// Whatever it decodes holds only valid UTF-8: a repaired message serializes
+// and parses strictly.
+template <class Request>
+bool DecodeAsIngestDoes(const uint8_t* data, size_t size, Request* request) {
+  const DecodeOutcome decoded = DecodeRepairingUtf8(
+      absl::string_view(reinterpret_cast<const char*>(data), size), request);
+  if (!decoded.ok) {
+    FUZZ_CHECK(!decoded.error.empty());
+    return false;
+  }
+  if (decoded.repaired_strings > 0) {
+    FUZZ_CHECK(!decoded.first_repaired_field.empty());
+    Request again;
+    FUZZ_CHECK(again.ParseFromString(request->SerializeAsString()));
+  }
+  return true;
 }
 
 // libprotobuf logs every invalid UTF-8 string it rejects; quiet it so the

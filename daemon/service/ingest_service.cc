@@ -34,24 +34,9 @@ void FillPushResponse(const IngestResult& result, v1::PushResponse* response) {
 grpc::ServerUnaryReactor* IngestService::Push(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  v1::PushRequest message;
-  grpc::Status decoded =
-      DecodeIngestRequest(*request, &message, IngestProtocol::kNative, ingester_);
-  if (!decoded.ok()) {
-    reactor->Finish(decoded);
-    return reactor;
-  }
-  auto result = ingester_->PushNative(message);
-  if (!result.ok()) {
-    reactor->Finish(ToGrpcStatus(result.status()));
-    return reactor;
-  }
-  v1::PushResponse answer;
-  FillPushResponse(*result, &answer);
-  EncodeResponse(answer, response);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return ServeIngestCall<v1::PushRequest, v1::PushResponse>(
+      context, *request, response, IngestProtocol::kNative, ingester_,
+      [this](const v1::PushRequest& r) { return ingester_->PushNative(r); }, FillPushResponse);
 }
 
 namespace {

@@ -10,8 +10,11 @@
 // thread-safe.
 #pragma once
 
+#include "absl/status/statusor.h"
 #include "daemon/ingest/span_ingester.h"
+#include "daemon/service/grpc_status.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 
@@ -26,5 +29,31 @@ grpc::Status DecodeIngestRequest(const grpc::ByteBuffer& bytes, google::protobuf
 
 // Serializes a response message into `*out`.
 void EncodeResponse(const google::protobuf::Message& message, grpc::ByteBuffer* out);
+
+// One unary ingest call over raw bytes: decodes the Request
+// (DecodeIngestRequest), runs `ingest` (const Request& ->
+// absl::StatusOr<IngestResult>), fills a Response with `fill` (const
+// IngestResult&, Response*), encodes it and finishes the call.
+template <class Request, class Response, class Ingest, class Fill>
+grpc::ServerUnaryReactor* ServeIngestCall(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer& request,
+                                          grpc::ByteBuffer* response, IngestProtocol protocol,
+                                          SpanIngester* ingester, Ingest ingest, Fill fill) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request message;
+  grpc::Status status = DecodeIngestRequest(request, &message, protocol, ingester);
+  if (status.ok()) {
+    absl::StatusOr<IngestResult> result = ingest(message);
+    if (result.ok()) {
+      Response answer;
+      fill(*result, &answer);
+      EncodeResponse(answer, response);
+    } else {
+      status = ToGrpcStatus(result.status());
+    }
+  }
+  reactor->Finish(status);
+  return reactor;
+}
 
 }  // namespace fabricscope
