@@ -26,7 +26,7 @@
 #include "collectors/collector.h"
 #include "collectors/rdma_netlink.h"
 #include "collectors/rdma_netlink_collector.h"
-#include "collectors/rdma_netlink_fake.h"
+#include "tests/support/rdma_netlink_fake.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "core/clock.h"
 #include "core/hot_counters.h"

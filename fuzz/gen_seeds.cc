@@ -42,7 +42,7 @@
 #include "absl/strings/strip.h"
 #include "collectors/ib_mad.h"
 #include "collectors/rdma_netlink.h"
-#include "collectors/rdma_netlink_fake.h"
+#include "tests/support/rdma_netlink_fake.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
 #include "daemon/state/snapshot.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "collectors/rdma_netlink.h"
-#include "collectors/rdma_netlink_fake.h"
+#include "tests/support/rdma_netlink_fake.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "core/clock.h"
 #include "core/metrics.h"

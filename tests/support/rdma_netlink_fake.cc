@@ -1,4 +1,4 @@
-#include "collectors/rdma_netlink_fake.h"
+#include "tests/support/rdma_netlink_fake.h"
 
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
