@@ -103,191 +103,19 @@
 // store). The store must outlive the correlator.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <mutex>
-#include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "absl/time/time.h"
-#include "absl/types/span.h"
-#include "core/series.h"
-#include "daemon/correlate/signal_class.h"
+#include "daemon/correlate/correlation.h"
+#include "daemon/correlate/window_stats.h"
 #include "daemon/spans/span.h"
 
 namespace fabricscope {
 
 class PortInventory;
 class Store;
-struct SeriesSnapshot;
 struct ProcessScopeResult;
-struct HostTopology;
-struct PortInfo;
-
-struct CorrelationOptions {
-  // --baseline-window: the baseline is [t0 - baseline_window, t0].
-  absl::Duration baseline_window = absl::Seconds(10);
-  // --correlate-rate-factor: a rate is anomalous at >= factor x baseline.
-  double rate_factor = 3.0;
-  // --correlate-pause-fraction: a pause fraction at or above this is anomalous.
-  double pause_fraction_threshold = 0.05;
-  // --correlate-floors: per-class absolute floors in events (family unit) per
-  // second; a rate below its floor is never anomalous. Indexed by SignalClass.
-  std::array<double, kNumSignalClasses> floors = DefaultFloors();
-  // --correlate-min-coverage: a span is clean only when every congestion
-  // series covers at least this fraction of the window.
-  double min_coverage = 0.9;
-  // An interval between two samples longer than this is a gap (the daemon sets
-  // it to twice the slowest counter tier plus one second).
-  absl::Duration max_sample_gap = absl::Seconds(3);
-
-  static std::array<double, kNumSignalClasses> DefaultFloors();
-};
-
-// Parses "ecn=1000,cnp=500" (class=events per second, > 0) over `floors`.
-absl::Status ParseFloors(absl::string_view text, std::array<double, kNumSignalClasses>* floors);
-// Renders floors as "class=value,..." (the --help default).
-std::string FormatFloors(const std::array<double, kNumSignalClasses>& floors);
-
-// When a span counts as a stall: its fabricscope.stall flag, or its duration
-// at or above the threshold configured for its name (--stall-thresholds
-// "decode_step=200ms,kv_transfer=1s"; exact span names).
-class StallPolicy {
- public:
-  StallPolicy() = default;
-  explicit StallPolicy(std::vector<std::pair<std::string, absl::Duration>> thresholds);
-  bool IsStall(const Span& span) const;
-  // Parses "name=DURATION,..." (a name may not contain ',' or '=').
-  static absl::StatusOr<std::vector<std::pair<std::string, absl::Duration>>> Parse(
-      absl::string_view text);
-  static std::string Format(const std::vector<std::pair<std::string, absl::Duration>>& thresholds);
-
- private:
-  absl::flat_hash_map<std::string, int64_t> threshold_ns_;
-};
-
-enum class Verdict : uint8_t { kUnknown = 0, kClean = 1, kFabric = 2 };
-absl::string_view VerdictName(Verdict v);
-
-// The numbers for one series and one window (pure function of the samples).
-struct WindowStats {
-  double delta = 0;              // family unit, attributed to [t0, t1]
-  double rate = 0;               // delta / covered seconds (0 when nothing covered)
-  double baseline_rate = 0;      // over the covered part of the baseline window
-  double peak_rate = 0;          // highest rate of an interval overlapping [t0, t1]
-  double coverage = 0;           // covered fraction of [t0, t1], 0..1
-  double baseline_coverage = 0;  // covered fraction of the baseline window
-  uint64_t resets = 0;           // resets/saturations in intervals overlapping [t0, t1]
-  // Why parts of [t0, t1] are not covered, in nanoseconds of the window
-  // (together they make up the uncovered part):
-  int64_t saturated_ns = 0;     // intervals of a saturated reading (no rate)
-  int64_t reset_ns = 0;         // intervals containing a reset
-  int64_t gap_ns = 0;           // intervals longer than max_gap_ns
-  int64_t before_first_ns = 0;  // before the first sample (all of it without samples)
-  int64_t after_last_ns = 0;    // after the last sample
-};
-
-// Computes WindowStats from `samples` (oldest first; should include the last
-// sample at or before t0 - baseline and the first at or after t1). `scale`
-// converts raw units to the family unit. A zero-length window is treated as
-// 1 ns long.
-WindowStats ComputeWindowStats(CounterSemantics semantics, double scale,
-                               absl::Span<const Sample> samples, int64_t t0_ns, int64_t t1_ns,
-                               int64_t baseline_ns, int64_t max_gap_ns);
-
-// The same WindowStats read from the store: the samples of
-// [t0 - baseline_ns - max_gap_ns, t1 + max_gap_ns] of series `id`, except
-// that a chunk, or a 64-sample segment of a long one, wholly inside the
-// baseline window (or wholly before it) is taken from its summary
-// (Store::ScanRange) instead of its samples, and so are a segment's samples
-// inside the baseline where all its intervals are valid, and, for a scale
-// that is a power of two, a segment wholly inside the window whose intervals
-// are all valid (their deltas, lengths and peak rate are exact); chunks or
-// segments after the window are skipped once an interval starts past t1.
-// Equal to ComputeWindowStats over store.ReadRange of that range (the same
-// counter semantics, resets, saturation and gaps), up to floating-point
-// rounding of baseline_rate (the summed deltas are added in another order).
-WindowStats ReadWindowStats(const Store& store, SeriesId id, CounterSemantics semantics,
-                            double scale, int64_t t0, int64_t t1, int64_t baseline_ns,
-                            int64_t max_gap_ns);
-
-// One series' part in a span's correlation. The names view the store's own
-// strings (its series' keys and signals, kept for the store's lifetime): a
-// correlation must not outlive the store it was read from (a span's result
-// names 1,000 series; copying their names cost ~9 % of correlating it).
-struct SeriesCorrelation {
-  SeriesId id = kInvalidSeries;
-  absl::string_view signal;  // Signal::name, e.g. "pfc_pause_seconds", "rdma_errors"
-  SignalClass signal_class = SignalClass::kContext;
-  absl::string_view source;  // raw source and counter name (SeriesKey)
-  absl::string_view raw_name;
-  absl::string_view device;
-  uint32_t port = 0;
-  absl::string_view netdev;
-  absl::string_view priority;  // label values where the family has them, else ""
-  absl::string_view direction;
-  absl::string_view counter;  // `counter`/`reason` label (rdma_errors, discards, ...)
-  WindowStats stats;
-  // Congestion series only: why the series is blind for this span (see
-  // "Blind series" above: "saturated", "reset", "gap", "vanished",
-  // "not polled", "outside retention"), "" when sighted.
-  std::string blind;
-  // "source/raw_name" of the series of the same signal judged instead of this
-  // one ("" when this one is judged). A superseded series is never anomalous,
-  // never counted and never listed as blind.
-  std::string superseded_by;
-  double pause_fraction = 0;  // pause class only
-  double score = 0;
-  bool anomalous = false;
-};
-
-// A SeriesCorrelation naming `snap` (id, signal, class, key, the priority /
-// direction / counter-or-reason label values); the judgement fields empty.
-// `snap.key` and `snap.signal` must be set.
-SeriesCorrelation SeriesCorrelationOf(const SeriesSnapshot& snap, SignalClass cls);
-
-// A blind series as the span lists it (the caveat of a clean verdict).
-struct BlindSeries {
-  std::string signal;   // Signal::name
-  std::string counter;  // `counter`/`reason` label, "" where the family has none
-  std::string source;   // raw source and counter name (SeriesKey)
-  std::string raw_name;
-  std::string device;
-  uint32_t port = 0;
-  std::string netdev;
-  std::string priority;
-  std::string direction;
-  std::string why;  // SeriesCorrelation::blind
-};
-
-struct SpanCorrelation {
-  int64_t start_unix_nano = 0;
-  int64_t end_unix_nano = 0;
-  bool stall = false;
-  Verdict verdict = Verdict::kUnknown;
-  // Why the verdict is unknown (or a summary for fabric/clean), for humans.
-  std::string reason;
-  // Which ports the span was correlated with and why, for humans
-  // (SpanScope::description()): "every port", "span hint: mlx5_0/1",
-  // "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1",
-  // "GPU 7 unknown to the topology: every port".
-  std::string scope;
-  // Series in scope: congestion series first ranked by score (descending),
-  // then context series. The anomalous ones are the prefix with anomalous=true.
-  std::vector<SeriesCorrelation> series;
-  size_t congestion_series = 0;  // congestion series in scope, not superseded
-  size_t covered_series = 0;     // of those, covering >= min_coverage
-  // The blind congestion series in scope (not superseded), in the order of
-  // `series`: they were not judged.
-  std::vector<BlindSeries> blind;
-
-  // The anomalous series (a prefix of `series`).
-  absl::Span<const SeriesCorrelation> Anomalous() const;
-};
 
 class Correlator {
  public:
@@ -318,38 +146,6 @@ class Correlator {
   // id, so a class is computed once per series instead of once per span.
   mutable std::mutex classes_mu_;
   mutable std::vector<uint8_t> classes_;  // guarded by classes_mu_
-};
-
-// Scope matching, exposed for tests: whether a series at `key` belongs to the
-// span's scope given the port inventory and, for a GPU hint, the host
-// topology (see "GPU scope" above).
-class SpanScope {
- public:
-  // `topology` may be null (none known): a GPU hint then falls back to every
-  // port. Neither argument is retained.
-  SpanScope(const Span& span, const std::vector<PortInfo>& ports,
-            const HostTopology* topology = nullptr);
-
-  // Whether the span's GPU hint is the one that scopes it (no explicit NIC
-  // hint): only then does the scope need the topology.
-  static bool UsesGpuHint(const Span& span);
-
-  bool Contains(const SeriesKey& key) const;
-  // How the scope was chosen, for humans (SpanCorrelation::scope).
-  const std::string& description() const { return description_; }
-
- private:
-  // Every port of the inventory (every series when it is empty).
-  void CoverEveryPort(const std::vector<PortInfo>& ports);
-  // The GPU-scoped case; false (nothing set) when the GPU or its placement is
-  // unknown, with the reason in `description_`.
-  bool ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
-                  const HostTopology* topology);
-
-  bool all_ = false;
-  std::vector<std::pair<std::string, uint32_t>> ports_;  // port 0: every port of the device
-  std::vector<std::string> netdevs_;
-  std::string description_;
 };
 
 }  // namespace fabricscope

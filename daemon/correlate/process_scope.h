@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "daemon/correlate/correlator.h"
+#include "daemon/correlate/correlation.h"
 #include "daemon/spans/span.h"
 #include "store/store.h"
 
