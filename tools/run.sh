@@ -83,7 +83,8 @@ touch "$dir/.fabricsim-remove-ok"
 # started, also goes: it watches this pid).
 trap 'rm -rf "$dir"; exit 130' INT TERM
 sim=("$BIN/fabricsim" "--scenario=$scenario" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool"
-     "--dcb-dir=$dir/dcb" "--ground-truth=$dir/ground_truth.json" "--exit-with-pid=$$" "--remove-on-exit=$dir")
+     "--dcb-dir=$dir/dcb" "--ground-truth=$dir/ground_truth.json" "--exit-with-pid=$$" "--remove-on-exit=$dir"
+     "--ready-file=$dir/.tree-ready")
 
 # Spans go to the daemon through `fabricscope push` (which sends what it reads
 # on stdin when stdin ends): fabricsim's span lines are cut into one batch a
@@ -124,10 +125,10 @@ else
   "${sim[@]}" &
 fi
 
-# The daemon discovers ports at startup: wait (bounded) for the first tree.
-for _ in $(seq 1 100); do
-  [ -f "$dir/ethtool/eth2" ] && [ -f "$dir/dcb/eth2" ] &&
-    [ -f "$dir/sys/class/infiniband/mlx5_0/ports/1/state" ] && break
+# The daemon discovers ports at startup: wait (bounded) for the simulator's
+# first whole tree (every port's files; it writes .tree-ready after them).
+for _ in $(seq 1 200); do
+  [ -f "$dir/.tree-ready" ] && break
   sleep 0.05
 done
 

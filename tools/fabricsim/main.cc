@@ -55,6 +55,7 @@ struct Flags {
   int64_t write_interval_ns = 10'000'000;
   int exit_with_pid = 0;
   std::string remove_on_exit;
+  std::string ready_file;
   bool verbose = false;
   // Fleet mode (--hosts).
   int hosts = 0;
@@ -90,6 +91,7 @@ constexpr char kUsage[] =
     "  --write-interval=DUR     live tree update period in wall time (default 10ms)\n"
     "  --exit-with-pid=PID      stop when process PID is gone\n"
     "  --remove-on-exit=DIR     remove DIR on exit (must hold a .fabricsim-remove-ok file)\n"
+    "  --ready-file=PATH        write PATH once the first whole live tree is written\n"
     "  --verbose                log progress to stderr\n"
     "  --list-scenarios         print the scenarios\n"
     "  --help\n"
@@ -249,6 +251,8 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       s = ParseInt(key, v, &f->exit_with_pid, 1);
     } else if (key == "remove-on-exit") {
       f->remove_on_exit = std::string(v);
+    } else if (key == "ready-file") {
+      f->ready_file = std::string(v);
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key, " (see --help)"));
     }
@@ -472,6 +476,14 @@ int Run(const Flags& f) {
         std::fprintf(stderr, "fabricsim: %s\n", std::string(s.message()).c_str());
         rc = 1;
         break;
+      }
+      // Every port's files exist now: a reader that starts on the tree (the
+      // daemon discovers ports at its start) finds them all.
+      if (batch == 1 && !f.ready_file.empty()) {
+        std::filesystem::path p(f.ready_file);
+        auto s = WriteFileAtomic(p.has_parent_path() ? p.parent_path().string() : ".",
+                                 f.ready_file, "ready\n");
+        if (!s.ok()) std::fprintf(stderr, "fabricsim: %s\n", std::string(s.message()).c_str());
       }
     }
     if (spans) spans->Flush();
