@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
   req.Clear();
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
-  auto channel =
-      grpc::CreateCustomChannel(argv[1], grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(argv[1], grpc::InsecureChannelCredentials(), args);
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

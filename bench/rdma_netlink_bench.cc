@@ -26,13 +26,13 @@
 #include "collectors/collector.h"
 #include "collectors/rdma_netlink.h"
 #include "collectors/rdma_netlink_collector.h"
-#include "tests/support/rdma_netlink_fake.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "core/clock.h"
 #include "core/hot_counters.h"
 #include "core/metrics.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
+#include "tests/support/rdma_netlink_fake.h"
 
 namespace fabricscope {
 namespace {

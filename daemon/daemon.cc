@@ -358,8 +358,8 @@ absl::Status Daemon::CheckPaths() const {
   // After --user took effect: every path is checked as the user the daemon
   // runs as from now on (a checkout under root's 0700 home is readable by
   // root at start and by nobody never).
-  const std::string user = absl::StrCat(CurrentUserDescription(),
-                                        config_.run_as_user.empty() ? "" : ", set by --user");
+  const std::string user =
+      absl::StrCat(CurrentUserDescription(), config_.run_as_user.empty() ? "" : ", set by --user");
   using Access = PathUse::Access;
   std::vector<PathUse> reads = {
       {"config", command_line_.config.config_file, Access::kReadFile},  // re-read on SIGHUP
@@ -394,9 +394,8 @@ absl::Status Daemon::CheckPaths() const {
   // with a storage path it cannot write (the snapshot on SIGTERM would fail).
   if (const auto problems = CheckPathAccess({{"state-dir", config_.state_dir, Access::kWriteDir}});
       !problems.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(problems.front(), "; the daemon runs as ", user,
-                     " (the snapshot on SIGTERM would fail)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        problems.front(), "; the daemon runs as ", user, " (the snapshot on SIGTERM would fail)"));
   }
   if (config_.state_dir.empty()) return absl::OkStatus();
   // A state directory that does not exist yet is made (mode 0700, as the
@@ -519,7 +518,8 @@ int Daemon::Run() {
     snapshot_took = stage();
   }
   Log(LogLevel::kInfo, "daemon", "stopped",
-      {{"took", absl::FormatDuration(absl::Trunc(absl::Now() - stop_start, absl::Microseconds(100)))},
+      {{"took",
+        absl::FormatDuration(absl::Trunc(absl::Now() - stop_start, absl::Microseconds(100)))},
        {"grpc", grpc_took},
        {"workers", workers_took},
        {"http", http_took},

@@ -111,8 +111,8 @@ std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses) {
                                       std::strerror(errno), ")"));
       continue;
     }
-    problems.push_back(absl::StrCat("--", use.option, " ", use.path, " ", what, " (",
-                                    std::strerror(err), ")"));
+    problems.push_back(
+        absl::StrCat("--", use.option, " ", use.path, " ", what, " (", std::strerror(err), ")"));
   }
   return problems;
 }

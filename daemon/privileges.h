@@ -40,10 +40,10 @@ std::string CurrentUserDescription();
 // incident directories written -- fail there the same way as at start.
 struct PathUse {
   enum class Access {
-    kReadFile,   // open for reading
-    kReadDir,    // list and read below it (r-x)
-    kWriteDir,   // create files in it (-wx); a missing one must be creatable
-    kSocket,     // connect to a unix socket (w on the socket)
+    kReadFile,  // open for reading
+    kReadDir,   // list and read below it (r-x)
+    kWriteDir,  // create files in it (-wx); a missing one must be creatable
+    kSocket,    // connect to a unix socket (w on the socket)
   };
   std::string option;  // "hwloc-xml"
   std::string path;

@@ -54,7 +54,7 @@ struct HttpServer::Impl {
   };
   std::mutex mu;
   std::condition_variable wake;
-  bool stopping = false;                                    // guarded by mu
+  bool stopping = false;                                        // guarded by mu
   absl::flat_hash_map<const MHD_Connection*, Pending> pending;  // guarded by mu
   std::thread deadline_thread;
 
@@ -62,8 +62,8 @@ struct HttpServer::Impl {
     std::lock_guard lock(mu);
     auto it = pending.find(conn);
     if (it != pending.end()) {
-      it->second.due = std::chrono::steady_clock::now() +
-                       absl::ToChronoNanoseconds(options.request_deadline);
+      it->second.due =
+          std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options.request_deadline);
     }
   }
   void Disarm(const MHD_Connection* conn) {
@@ -384,7 +384,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::StartOn(
     mhd_options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->tls_options.key_pem.data()});
     mhd_options.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, impl->priorities.data()});
     if (!impl->tls_options.client_ca_pem.empty()) {
-      mhd_options.push_back({MHD_OPTION_HTTPS_MEM_TRUST, 0, impl->tls_options.client_ca_pem.data()});
+      mhd_options.push_back(
+          {MHD_OPTION_HTTPS_MEM_TRUST, 0, impl->tls_options.client_ca_pem.data()});
     }
   }
   mhd_options.push_back({MHD_OPTION_END, 0, nullptr});

@@ -13,9 +13,9 @@
 
 #include "absl/time/time.h"
 #include "daemon/ingest/span_convert.h"
-#include "daemon/spans/span_kind.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/recording/recording.h"
+#include "daemon/spans/span_kind.h"
 #include "fabricscope/v1/ingest.pb.h"
 #include "fuzz/fuzz_check.h"
 #include "fuzz/span_checks.h"

@@ -42,13 +42,13 @@
 #include "absl/strings/strip.h"
 #include "collectors/ib_mad.h"
 #include "collectors/rdma_netlink.h"
-#include "tests/support/rdma_netlink_fake.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
 #include "daemon/state/snapshot.h"
 #include "fabricscope/v1/ingest.pb.h"
 #include "fuzz/span_checks.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb.h"
+#include "tests/support/rdma_netlink_fake.h"
 
 namespace {
 

@@ -54,8 +54,8 @@ inline void CheckAcceptedSpan(const Span& span, const IngestLimits& limits, size
 // and parses strictly.
 template <class Request>
 bool DecodeAsIngestDoes(const uint8_t* data, size_t size, Request* request) {
-  const DecodeOutcome decoded = DecodeRepairingUtf8(
-      absl::string_view(reinterpret_cast<const char*>(data), size), request);
+  const DecodeOutcome decoded =
+      DecodeRepairingUtf8(absl::string_view(reinterpret_cast<const char*>(data), size), request);
   if (!decoded.ok) {
     FUZZ_CHECK(!decoded.error.empty());
     return false;

@@ -26,7 +26,6 @@ namespace fabricscope {
 // ---------------------------------------------------------------------------
 // The correlator.
 
-
 Correlator::Correlator(const Store* store, const PortInventory* ports, CorrelationOptions options,
                        StallPolicy stalls)
     : store_(store), ports_(ports), options_(std::move(options)), stalls_(std::move(stalls)) {}
@@ -164,7 +163,6 @@ std::string BlindList(const std::vector<std::string>& texts) {
 }
 
 }  // namespace
-
 
 SpanCorrelation Correlator::Correlate(const Span& span) const {
   ProcessScopeResult process;

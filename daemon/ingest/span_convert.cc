@@ -308,7 +308,8 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   }
   for (const auto& kv : resource.kept) out->attributes.push_back(kv);
   out->name = in.name();
-  if (RejectReason r = ConvertTimes(in.start_time_unix_nano(), in.end_time_unix_nano(), out, detail);
+  if (RejectReason r =
+          ConvertTimes(in.start_time_unix_nano(), in.end_time_unix_nano(), out, detail);
       r != RejectReason::kNone) {
     return r;
   }

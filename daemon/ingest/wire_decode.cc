@@ -12,8 +12,8 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
-using google::protobuf::io::CodedInputStream;
 using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
 
 // The length of the valid UTF-8 sequence at the start of `s`, 0 when the
 // first byte does not start one.
@@ -73,9 +73,9 @@ bool Transcode(CodedInputStream* in, const Descriptor* type, const std::string& 
     }
     const int number = WireFormatLite::GetTagFieldNumber(tag);
     const FieldDescriptor* field = type->FindFieldByNumber(number);
-    const std::string where =
-        field == nullptr ? absl::StrCat(path, path.empty() ? "" : ".", number)
-                         : absl::StrCat(path, path.empty() ? "" : ".", field->name());
+    const std::string where = field == nullptr
+                                  ? absl::StrCat(path, path.empty() ? "" : ".", number)
+                                  : absl::StrCat(path, path.empty() ? "" : ".", field->name());
     const auto truncated = [&] {
       walk->error = absl::StrCat("truncated or malformed field ", where);
       return false;

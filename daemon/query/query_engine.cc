@@ -168,8 +168,8 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
   out.reserve(spans.size());
   for (SpanRef& span : spans) {
     if (query.cancelled && query.cancelled()) {
-      return absl::CancelledError(absl::StrCat("correlate cancelled after ", out.size(), " of ",
-                                               spans.size(), " spans"));
+      return absl::CancelledError(
+          absl::StrCat("correlate cancelled after ", out.size(), " of ", spans.size(), " spans"));
     }
     SpanCorrelation c = CorrelateSpan(*span, query.include_all_series);
     out.push_back({std::move(span), std::move(c)});

@@ -58,9 +58,10 @@ void ProtobufLog(google::protobuf::LogLevel /*level*/, const char* filename, int
   static LogRateLimiter* const limiter = new LogRateLimiter(absl::Minutes(1));
   uint64_t suppressed = 0;
   if (!limiter->Allow("protobuf", &suppressed)) return;
-  Log(LogLevel::kDebug, "grpc",
-      "protobuf", {{"message", message}, {"at", absl::StrCat(filename, ":", line)},
-                   {"suppressed", absl::StrCat(suppressed)}});
+  Log(LogLevel::kDebug, "grpc", "protobuf",
+      {{"message", message},
+       {"at", absl::StrCat(filename, ":", line)},
+       {"suppressed", absl::StrCat(suppressed)}});
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ void FillPushResponse(const IngestResult& result, v1::PushResponse* response) {
 }
 
 grpc::ServerUnaryReactor* IngestService::Push(grpc::CallbackServerContext* context,
-                                               const grpc::ByteBuffer* request,
-                                               grpc::ByteBuffer* response) {
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
   return ServeIngestCall<v1::PushRequest, v1::PushResponse>(
       context, *request, response, IngestProtocol::kNative, ingester_,
       [this](const v1::PushRequest& r) { return ingester_->PushNative(r); }, FillPushResponse);

@@ -481,8 +481,8 @@ int Run(const Flags& f) {
       // daemon discovers ports at its start) finds them all.
       if (batch == 1 && !f.ready_file.empty()) {
         std::filesystem::path p(f.ready_file);
-        auto s = WriteFileAtomic(p.has_parent_path() ? p.parent_path().string() : ".",
-                                 f.ready_file, "ready\n");
+        auto s = WriteFileAtomic(p.has_parent_path() ? p.parent_path().string() : ".", f.ready_file,
+                                 "ready\n");
         if (!s.ok()) std::fprintf(stderr, "fabricsim: %s\n", std::string(s.message()).c_str());
       }
     }

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "collectors/rdma_netlink.h"
-#include "tests/support/rdma_netlink_fake.h"
 #include "collectors/rdma_sysfs_collector.h"
 #include "core/clock.h"
 #include "core/metrics.h"
@@ -29,6 +28,7 @@
 #include "prometheus/text_serializer.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
+#include "tests/support/rdma_netlink_fake.h"
 
 namespace fabricscope {
 namespace rdma_netlink_collector_test {

@@ -105,8 +105,8 @@ TEST(DecodeRepairingUtf8Test, RefusesBytesThatAreNoSuchMessage) {
   EXPECT_FALSE(DecodeRepairingUtf8(std::string("\x0b\x08\x01", 3), &out).ok);
   // Nesting deeper than protobuf's own limit: refused, not a stack overflow.
   opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest deep, deep_out;
-  auto* v = deep.add_resource_spans()->add_scope_spans()->add_spans()->add_attributes()
-                ->mutable_value();
+  auto* v =
+      deep.add_resource_spans()->add_scope_spans()->add_spans()->add_attributes()->mutable_value();
   for (int level = 0; level < 40; ++level) {  // 3 messages a level
     auto* kv = v->mutable_kvlist_value()->add_values();
     v = kv->mutable_value();

@@ -78,8 +78,7 @@ TEST_F(QueryEngineTest, CorrelateStopsWhenCancelled) {
   auto got = engine_.Correlate(q);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_NE(got.status().message().find("after 2 of 3 spans"), std::string::npos)
-      << got.status();
+  EXPECT_NE(got.status().message().find("after 2 of 3 spans"), std::string::npos) << got.status();
   q.cancelled = [] { return false; };
   got = engine_.Correlate(q);
   ASSERT_TRUE(got.ok()) << got.status();

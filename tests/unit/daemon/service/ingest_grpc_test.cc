@@ -279,12 +279,11 @@ TEST_F(IngestGrpcTest, InvalidUtf8IsRepairedAndTheRequestKept) {
   auto found = store_->FindBySpanId(id);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0]->name, "dec\xEF\xBF\xBDode");
-  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "native",
-                         "reason", "invalid_utf8"),
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "native", "reason",
+                         "invalid_utf8"),
             2);
-  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_spans_total", "native", "result",
-                         "accepted"),
-            3);
+  EXPECT_EQ(
+      CounterValue(metrics_, "fabricscope_ingest_spans_total", "native", "result", "accepted"), 3);
 
   // OTLP: a resource attribute and a nested kvlist value, repaired too.
   otlp_collector::ExportTraceServiceRequest otlp;
@@ -307,8 +306,8 @@ TEST_F(IngestGrpcTest, InvalidUtf8IsRepairedAndTheRequestKept) {
               otlp.SerializePartialAsString(), &answer);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(store_->Stats().spans, 4u);
-  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "otlp",
-                         "reason", "invalid_utf8"),
+  EXPECT_EQ(CounterValue(metrics_, "fabricscope_ingest_strings_repaired_total", "otlp", "reason",
+                         "invalid_utf8"),
             2);
 }
 
@@ -351,8 +350,8 @@ TEST_F(IngestGrpcTest, AnOversizedMessageIsRefusedAndTheServerGoesOn) {
   blob->set_key("blob");
   blob->set_value(std::string(96 << 20, 'x'));
   std::string answer;
-  grpc::Status s = RawCall(server_->address(), "/fabricscope.v1.Ingest/Push",
-                           req.SerializeAsString(), &answer);
+  grpc::Status s =
+      RawCall(server_->address(), "/fabricscope.v1.Ingest/Push", req.SerializeAsString(), &answer);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   EXPECT_EQ(store_->Stats().spans, 0u);
   v1::PushRequest small;
