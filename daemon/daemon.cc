@@ -361,7 +361,7 @@ absl::Status Daemon::CheckPaths() const {
   const std::string user =
       absl::StrCat(CurrentUserDescription(), config_.run_as_user.empty() ? "" : ", set by --user");
   using Access = PathUse::Access;
-  std::vector<PathUse> reads = {
+  std::vector<PathUse> uses = {
       {"config", command_line_.config.config_file, Access::kReadFile},  // re-read on SIGHUP
       {"ethtool-dir", config_.ethtool_dir, Access::kReadDir},
       {"dcb-dir", config_.dcb_dir, Access::kReadDir},
@@ -370,21 +370,21 @@ absl::Status Daemon::CheckPaths() const {
       {"web.config.file", config_.web_config_file, Access::kReadFile},
       {"metrics-auth-file", config_.metrics_auth_file, Access::kReadFile},
       {"replay", config_.replay_file, Access::kReadFile},
+      // Recordings that cannot be written are counted and the daemon goes on
+      // (fabricscope_incident_write_errors_total): said now as well.
+      {"incident-dir", config_.incident_dir, Access::kWriteDir},
   };
-  // Incident recordings that cannot be written are counted and the daemon
-  // goes on (fabricscope_incident_write_errors_total): said now as well.
-  reads.push_back({"incident-dir", config_.incident_dir, Access::kWriteDir});
   if (config_.replay_file.empty()) {
-    reads.push_back({"sysfs-root", config_.sysfs_root, Access::kReadDir});
+    uses.push_back({"sysfs-root", config_.sysfs_root, Access::kReadDir});
     const bool topology = config_.collectors.empty() ||
                           std::find(config_.collectors.begin(), config_.collectors.end(),
                                     "topology") != config_.collectors.end();
-    if (topology) reads.push_back({"lldpd-socket", config_.lldpd_socket, Access::kSocket});
+    if (topology) uses.push_back({"lldpd-socket", config_.lldpd_socket, Access::kSocket});
   }
   // Paths the user cannot use degrade the daemon (no topology, no web config
   // reload, a tree not polled, incidents not recorded) but everything else
   // works: said now, loudly, instead of at the first use.
-  for (const std::string& problem : CheckPathAccess(reads)) {
+  for (const std::string& problem : CheckPathAccess(uses)) {
     Log(LogLevel::kError, "daemon",
         absl::StrCat(problem, "; the daemon runs as ", user,
                      ": give that user access or use a path it can reach"),
