@@ -2,7 +2,8 @@
 # Least privilege (issue #10 item 4): started as root, the daemon refuses to
 # run unless --allow-root or --user; with --user=nobody it binds, switches to
 # uid 65534 with no capabilities, and still reads the counters and serves
-# /metrics; an unknown user is a startup error. gRPC listens on loopback by
+# /metrics; an unknown user is a startup error; configured paths the user
+# cannot read or write are named at start. gRPC listens on loopback by
 # default. Run as non-root, the daemon simply starts.
 source "$(dirname "$0")/lib.sh"
 FIX="$SRC/tests/fixtures/sysfs/root"
@@ -69,6 +70,33 @@ done
 grep -q '^fabricscope_port_bytes_total{device="mlx5_0"' "$WORK/m" || fail "no counters read as nobody"
 denied=$(awk '/^fabricscope_collector_errors_total\{.*code="permission_denied"/ { s += $NF } END { print s + 0 }' "$WORK/m")
 [ "$denied" = 0 ] || fail "$denied permission errors as nobody"
+stop_daemon
+
+# Paths the switched user cannot use (issue #38): named at start, with the
+# option, the path and the user; the daemon runs on (the state dir is fatal:
+# e2e_state). A 0700 directory stands for a checkout under root's home.
+mkdir -m 0700 "$WORK/private"
+cp "$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml" "$WORK/private/hwloc.xml"
+printf 'host=* netdev=eth2 system=leaf01 port=Ethernet1/1\n' >"$WORK/private/topology"
+: >"$WORK/daemon.log"
+"$DAEMON" --user=nobody --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 \
+  --sysfs-root="$WORK/root" --collectors=rdma_sysfs,topology --lldpd-socket= \
+  --hwloc-xml="$WORK/private/hwloc.xml" --topology-file="$WORK/private/topology" \
+  --incident-dir="$WORK/private/incidents" >/dev/null 2>"$WORK/daemon.log" &
+DAEMON_PID=$!
+PIDS+=("$DAEMON_PID")
+wait_metrics_addr "daemon exited with unreadable paths:"
+for _ in $(seq 1 $(tries 50)); do
+  [ "$(grep -c 'level=error component=daemon' "$WORK/daemon.log")" -ge 3 ] && break
+  sleep 0.05
+done
+for want in "--hwloc-xml $WORK/private/hwloc.xml is not readable (Permission denied)" \
+  "--topology-file $WORK/private/topology is not readable (Permission denied)" \
+  "--incident-dir $WORK/private/incidents is not writable (Permission denied)"; do
+  grep 'level=error component=daemon' "$WORK/daemon.log" | grep -F -- "$want" | grep -q 'the daemon runs as nobody (uid 65534), set by --user' ||
+    fail "no start-up error naming '$want' and the user: $(grep level=error "$WORK/daemon.log")"
+done
+kill -0 "$DAEMON_PID" || fail "the daemon stopped over unreadable paths"
 stop_daemon
 
 # --allow-root: stays root.
