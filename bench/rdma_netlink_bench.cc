@@ -4,7 +4,7 @@
 //    (28 per port per sweep);
 //  - BM_NetlinkHwCounters: rdma_sysfs (which then skips the claimed ports)
 //    plus rdma_netlink, one RDMA_NLDEV_CMD_STAT_GET per port per tier tick,
-//    served by the fake kernel of collectors/rdma_netlink_fake.h (which
+//    served by the fake kernel of tests/support/rdma_netlink_fake.h (which
 //    renders the reply with libnl and walks it with ScanNetlinkReplies, as the
 //    socket transport does after recvmsg);
 //  - BM_ParseStatGetReply: the collector's share of one port's netlink tick

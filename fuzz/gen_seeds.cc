@@ -10,7 +10,7 @@
 //                     DCB_CMD_IEEE_GET reply, laid out like the kernel's
 //                     (built with libnl); RDMA netlink replies (device dump,
 //                     STAT_GET, STAT_GET_STATUS, QP counter objects) served
-//                     by the fake kernel of collectors/rdma_netlink_fake.h
+//                     by the fake kernel of tests/support/rdma_netlink_fake.h
 //   fuzz_recording    sample, span and incident lines written by the recording writer
 //   fuzz_config       one file setting every option to its default (from
 //                     HelpText(), each line checked with ApplyConfigText)

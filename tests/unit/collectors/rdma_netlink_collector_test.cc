@@ -1,5 +1,5 @@
 // The rdma_netlink collector end to end without a kernel RDMA stack: a fake
-// kernel (collectors/rdma_netlink_fake.h) answers NETLINK_RDMA requests with
+// kernel (tests/support/rdma_netlink_fake.h) answers NETLINK_RDMA requests with
 // replies laid out as the UAPI defines, next to a fixture sysfs tree that
 // rdma_sysfs reads; both collectors run against one store and inventory, in
 // the scheduler's order (rdma_sysfs first in every tick).
