@@ -89,8 +89,9 @@ void HttpServer::Impl::WatchDeadlines() {
       p.due = Clock::time_point::max();  // once
       struct stat st {};
       if (fstat(p.fd, &st) != 0 || st.st_ino != p.inode) continue;
-      shutdown(p.fd, SHUT_RDWR);
+      // Counted first: the peer sees the end as soon as the socket is shut.
       if (options.on_request_deadline) options.on_request_deadline();
+      shutdown(p.fd, SHUT_RDWR);
     }
   }
 }
