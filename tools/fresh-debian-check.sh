@@ -51,6 +51,10 @@ cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+# The root a mount point of its own, as on a booted system (`ip netns add`
+# makes / a slave mount, which fails where / is a plain directory).
+mount --bind "$root" "$root"
+mounts+=("$root")
 for m in proc sys dev dev/pts dev/shm; do
   mkdir -p "$root/$m"
   mount --bind "/$m" "$root/$m"
