@@ -75,6 +75,24 @@ RejectReason CheckAttributeCount(int count, const IngestLimits& limits, std::str
   return RejectReason::kNone;
 }
 
+// What both converters check first: the ids, then the attribute count.
+RejectReason ConvertIdsAndCount(const std::string& trace_id, const std::string& span_id,
+                                const std::string& parent_span_id, int attributes,
+                                const IngestLimits& limits, Span* out, std::string* detail) {
+  if (auto r = ConvertIds(trace_id, span_id, parent_span_id, out, detail);
+      r != RejectReason::kNone) {
+    return r;
+  }
+  return CheckAttributeCount(attributes, limits, detail);
+}
+
+// The span's name and times (after every length check).
+RejectReason SetNameAndTimes(const std::string& name, uint64_t start, uint64_t end, Span* out,
+                             std::string* detail) {
+  out->name = name;
+  return ConvertTimes(start, end, out, detail);
+}
+
 RejectReason AttributeTooLarge(absl::string_view key, const IngestLimits& limits,
                                std::string* detail) {
   if (detail) {
@@ -219,11 +237,8 @@ bool AnyValueToString(const otlp_common::AnyValue& value, size_t max_bytes, std:
 RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Span* out,
                                std::string* detail) {
   const IngestLimits& limits = *ctx.limits;
-  if (auto r = ConvertIds(in.trace_id(), in.span_id(), in.parent_span_id(), out, detail);
-      r != RejectReason::kNone) {
-    return r;
-  }
-  if (auto r = CheckAttributeCount(in.attributes_size(), limits, detail);
+  if (auto r = ConvertIdsAndCount(in.trace_id(), in.span_id(), in.parent_span_id(),
+                                  in.attributes_size(), limits, out, detail);
       r != RejectReason::kNone) {
     return r;
   }
@@ -241,8 +256,8 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
   if (in.name().size() > limits.max_attribute_bytes) {
     return AttributeTooLarge("name", limits, detail);
   }
-  out->name = in.name();
-  if (RejectReason r = ConvertTimes(in.start_unix_nano(), in.end_unix_nano(), out, detail);
+  if (RejectReason r =
+          SetNameAndTimes(in.name(), in.start_unix_nano(), in.end_unix_nano(), out, detail);
       r != RejectReason::kNone) {
     return r;
   }
@@ -280,11 +295,8 @@ OtlpResourceInfo ConvertOtlpResource(const opentelemetry::proto::resource::v1::R
 RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo& resource,
                              const ConvertContext& ctx, Span* out, std::string* detail) {
   const IngestLimits& limits = *ctx.limits;
-  if (auto r = ConvertIds(in.trace_id(), in.span_id(), in.parent_span_id(), out, detail);
-      r != RejectReason::kNone) {
-    return r;
-  }
-  if (auto r = CheckAttributeCount(in.attributes_size(), limits, detail);
+  if (auto r = ConvertIdsAndCount(in.trace_id(), in.span_id(), in.parent_span_id(),
+                                  in.attributes_size(), limits, out, detail);
       r != RejectReason::kNone) {
     return r;
   }
@@ -307,9 +319,8 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
     }
   }
   for (const auto& kv : resource.kept) out->attributes.push_back(kv);
-  out->name = in.name();
-  if (RejectReason r =
-          ConvertTimes(in.start_time_unix_nano(), in.end_time_unix_nano(), out, detail);
+  if (RejectReason r = SetNameAndTimes(in.name(), in.start_time_unix_nano(),
+                                       in.end_time_unix_nano(), out, detail);
       r != RejectReason::kNone) {
     return r;
   }

@@ -169,39 +169,23 @@ void SpanIngester::Commit(IngestProtocol protocol, std::vector<Span> accepted,
   }
 }
 
-absl::Status SpanIngester::IngestNative(const v1::PushRequest& request, const Ticket& ticket,
-                                        IngestResult* result) {
-  const uint64_t n = request.spans_size();
-  if (n > limits_.max_spans_per_request) {
-    CountRequestTooLarge(IngestProtocol::kNative, n);
-    return absl::InvalidArgumentError(absl::StrCat("request has ", n, " spans; the limit is ",
-                                                   limits_.max_spans_per_request,
-                                                   " (--max-spans-per-request)"));
-  }
-  const IngestResult before = *result;
-  const int64_t now_ns = clock_->RealtimeNs();
-  const ConvertContext ctx{&limits_, classifier_.get()};
-  std::vector<Span> accepted;
-  accepted.reserve(n);
-  std::string detail;
-  for (const v1::Span& in : request.spans()) {
-    Span span;
-    detail.clear();
-    RejectReason reason = ConvertNativeSpan(in, ctx, &span, &detail);
-    Record(reason, std::move(detail), &span, &accepted, result, now_ns);
-  }
-  Commit(IngestProtocol::kNative, std::move(accepted), before, *result);
-  return absl::OkStatus();
-}
+namespace {
 
-absl::Status SpanIngester::IngestOtlp(const otlp_collector::ExportTraceServiceRequest& request,
-                                      const Ticket& ticket, IngestResult* result) {
+uint64_t OtlpSpanCount(const otlp_collector::ExportTraceServiceRequest& request) {
   uint64_t n = 0;
   for (const auto& rs : request.resource_spans()) {
     for (const auto& ss : rs.scope_spans()) n += ss.spans_size();
   }
+  return n;
+}
+
+}  // namespace
+
+template <typename ForEachSpan>
+absl::Status SpanIngester::IngestSpans(IngestProtocol protocol, uint64_t n, IngestResult* result,
+                                       ForEachSpan for_each) {
   if (n > limits_.max_spans_per_request) {
-    CountRequestTooLarge(IngestProtocol::kOtlp, n);
+    CountRequestTooLarge(protocol, n);
     return absl::InvalidArgumentError(absl::StrCat("request has ", n, " spans; the limit is ",
                                                    limits_.max_spans_per_request,
                                                    " (--max-spans-per-request)"));
@@ -212,19 +196,44 @@ absl::Status SpanIngester::IngestOtlp(const otlp_collector::ExportTraceServiceRe
   std::vector<Span> accepted;
   accepted.reserve(n);
   std::string detail;
-  for (const auto& rs : request.resource_spans()) {
-    const OtlpResourceInfo resource = ConvertOtlpResource(rs.resource(), limits_);
-    for (const auto& ss : rs.scope_spans()) {
-      for (const auto& in : ss.spans()) {
-        Span span;
-        detail.clear();
-        RejectReason reason = ConvertOtlpSpan(in, resource, ctx, &span, &detail);
-        Record(reason, std::move(detail), &span, &accepted, result, now_ns);
-      }
-    }
-  }
-  Commit(IngestProtocol::kOtlp, std::move(accepted), before, *result);
+  for_each(ctx, [&](auto convert) {
+    Span span;
+    detail.clear();
+    RejectReason reason = convert(&span, &detail);
+    Record(reason, std::move(detail), &span, &accepted, result, now_ns);
+  });
+  Commit(protocol, std::move(accepted), before, *result);
   return absl::OkStatus();
+}
+
+absl::Status SpanIngester::IngestNative(const v1::PushRequest& request, const Ticket& ticket,
+                                        IngestResult* result) {
+  return IngestSpans(IngestProtocol::kNative, request.spans_size(), result,
+                     [&request](const ConvertContext& ctx, auto record) {
+                       for (const v1::Span& in : request.spans()) {
+                         record([&](Span* span, std::string* detail) {
+                           return ConvertNativeSpan(in, ctx, span, detail);
+                         });
+                       }
+                     });
+}
+
+absl::Status SpanIngester::IngestOtlp(const otlp_collector::ExportTraceServiceRequest& request,
+                                      const Ticket& ticket, IngestResult* result) {
+  return IngestSpans(IngestProtocol::kOtlp, OtlpSpanCount(request), result,
+                     [this, &request](const ConvertContext& ctx, auto record) {
+                       for (const auto& rs : request.resource_spans()) {
+                         const OtlpResourceInfo resource =
+                             ConvertOtlpResource(rs.resource(), limits_);
+                         for (const auto& ss : rs.scope_spans()) {
+                           for (const auto& in : ss.spans()) {
+                             record([&](Span* span, std::string* detail) {
+                               return ConvertOtlpSpan(in, resource, ctx, span, detail);
+                             });
+                           }
+                         }
+                       }
+                     });
 }
 
 absl::StatusOr<IngestResult> SpanIngester::PushNative(const v1::PushRequest& request) {
@@ -237,11 +246,7 @@ absl::StatusOr<IngestResult> SpanIngester::PushNative(const v1::PushRequest& req
 
 absl::StatusOr<IngestResult> SpanIngester::ExportOtlp(
     const otlp_collector::ExportTraceServiceRequest& request) {
-  uint64_t n = 0;
-  for (const auto& rs : request.resource_spans()) {
-    for (const auto& ss : rs.scope_spans()) n += ss.spans_size();
-  }
-  auto ticket = Admit(IngestProtocol::kOtlp, n);
+  auto ticket = Admit(IngestProtocol::kOtlp, OtlpSpanCount(request));
   if (!ticket.ok()) return ticket.status();
   IngestResult result;
   if (auto s = IngestOtlp(request, *ticket, &result); !s.ok()) return s;

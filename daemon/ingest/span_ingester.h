@@ -125,6 +125,13 @@ class SpanIngester {
               IngestResult* result, int64_t now_ns);
   void Commit(IngestProtocol protocol, std::vector<Span> accepted, const IngestResult& before,
               const IngestResult& after);
+  // What IngestNative and IngestOtlp share: the request limit on `n` spans,
+  // then every span `for_each` hands over (for_each(ctx, record) calls
+  // record(convert) per span, convert(Span*, std::string* detail) ->
+  // RejectReason), validated, recorded and committed as one batch.
+  template <typename ForEachSpan>
+  absl::Status IngestSpans(IngestProtocol protocol, uint64_t n, IngestResult* result,
+                           ForEachSpan for_each);
 
   const IngestLimits limits_;
   const std::unique_ptr<SpanKindClassifier> classifier_;
