@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Golden end-to-end test of the whole daemon (node_exporter's e2e-output.txt
-# idea): the real fabricscoped with every collector (rdma_sysfs, netdev,
-# ethtool, dcb_config) on the fixture tree tests/fixtures/sysfs/root plus an
+# idea): the real fabricscoped with every registered collector (the list
+# from --list-collectors) on the fixture tree tests/fixtures/sysfs/root plus an
 # --ethtool-dir holding two fixture `ethtool -S` dumps (mlx5 as ens1f0np0, the
 # netdev of the fixture's RoCE port mlx5_1/1, so it gets that port's labels;
 # ice as fsice0, a netdev of no RDMA port), metrics on a free loopback port,
@@ -86,8 +86,18 @@ printf '%s\n' "$(cat "$SRC/tests/fixtures/ethtool/mlx5/lkml_bpf_20240619_mlx5_k5
 printf '%s\n' "$(cat "$SRC/tests/fixtures/ethtool/other/ice_25g_k4.18_statistics.txt")" \
   >"$ETHTOOL/fsice0"
 
-start_daemon --sysfs-root="$FIXTURE_ROOT" --ethtool-dir="$ETHTOOL" \
-  --collectors=rdma_sysfs,netdev,ethtool,dcb_config \
+# Every registered collector (fabricscoped --list-collectors), so that a new
+# one shows here without editing this script. Their inputs are fixed: the
+# fixture tree and --ethtool-dir; topology reads the fixture cabling file and
+# a captured machine's hwloc XML (never this host's PCI tree) and no lldpd;
+# rdma_netlink is not used off /sys (it says so in its gauges).
+COLLECTORS=$("$DAEMON" --list-collectors | awk 'NF { print $1 }' | paste -sd, -)
+[ -n "$COLLECTORS" ] || fail "--list-collectors listed nothing"
+printf '%s\n' '# daemon golden cabling' \
+  'host=* netdev=ens1f0np0 system=leaf01 port=Ethernet1/1 chassis=02:00:00:00:01:00' >"$WORK/topology"
+start_daemon --sysfs-root="$FIXTURE_ROOT" --ethtool-dir="$ETHTOOL" --collectors="$COLLECTORS" \
+  --topology-file="$WORK/topology" --lldpd-socket= \
+  --hwloc-xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml" \
   --hot-interval=20ms --medium-interval=50ms --slow-interval=100ms --config-interval=200ms
 
 # Wait (bounded: 30 s, for a loaded machine) until every tier has completed
