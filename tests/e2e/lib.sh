@@ -103,7 +103,8 @@ start_daemon() {
 wait_metrics_addr() {
   METRICS_ADDR=""
   for _ in $(seq 1 $(tries 100)); do
-    METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+    # The log may not exist yet: the daemon's shell opens it after the fork.
+    METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" 2>/dev/null | head -n1 || true)
     [ -n "$METRICS_ADDR" ] && break
     kill -0 "$DAEMON_PID" 2>/dev/null || fail "$1 $(cat "$WORK/run.out" 2>/dev/null || true)"
     sleep 0.1
@@ -133,7 +134,7 @@ start_demo() {
     PIDS+=("$DAEMON_PID")
     METRICS_ADDR=""
     for _ in $(seq 1 $(tries 100)); do
-      METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+      METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" 2>/dev/null | head -n1 || true)
       [ -n "$METRICS_ADDR" ] && return 0
       kill -0 "$DAEMON_PID" 2>/dev/null || break
       sleep 0.1
