@@ -390,16 +390,12 @@ absl::Status Daemon::CheckPaths() const {
                      ": give that user access or use a path it can reach"),
         {{"user", user}});
   }
-  // The state directory: an error that stops the start, as Prometheus does
-  // with a storage path it cannot write (the snapshot on SIGTERM would fail).
-  if (const auto problems = CheckPathAccess({{"state-dir", config_.state_dir, Access::kWriteDir}});
-      !problems.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        problems.front(), "; the daemon runs as ", user, " (the snapshot on SIGTERM would fail)"));
-  }
   if (config_.state_dir.empty()) return absl::OkStatus();
-  // A state directory that does not exist yet is made (mode 0700, as the
-  // user the daemon runs as), like Prometheus' storage path.
+  // The state directory: an error that stops the start, as Prometheus does
+  // with a storage path it cannot write (the snapshot on SIGTERM would
+  // fail). One that does not exist yet is made (mode 0700, as the user the
+  // daemon runs as), like Prometheus' storage path; then a file is written
+  // in it as the test.
   struct stat st {};
   if (stat(config_.state_dir.c_str(), &st) != 0 && errno == ENOENT) {
     std::error_code ec;

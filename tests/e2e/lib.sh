@@ -100,11 +100,17 @@ start_daemon() {
 # wait_metrics_addr WHY: waits (bounded) for the daemon's "serving metrics" log
 # line in $WORK/daemon.log and sets METRICS_ADDR; fails with WHY (and
 # $WORK/run.out, if any) if DAEMON_PID exits first.
+# logged_metrics_addr: the address of the "serving metrics" line in
+# $WORK/daemon.log, "" while there is none (the log may not exist yet: the
+# daemon's shell opens it after the fork).
+logged_metrics_addr() {
+  sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" 2>/dev/null | head -n1 || true
+}
+
 wait_metrics_addr() {
   METRICS_ADDR=""
   for _ in $(seq 1 $(tries 100)); do
-    # The log may not exist yet: the daemon's shell opens it after the fork.
-    METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" 2>/dev/null | head -n1 || true)
+    METRICS_ADDR=$(logged_metrics_addr)
     [ -n "$METRICS_ADDR" ] && break
     kill -0 "$DAEMON_PID" 2>/dev/null || fail "$1 $(cat "$WORK/run.out" 2>/dev/null || true)"
     sleep 0.1
@@ -134,7 +140,7 @@ start_demo() {
     PIDS+=("$DAEMON_PID")
     METRICS_ADDR=""
     for _ in $(seq 1 $(tries 100)); do
-      METRICS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" 2>/dev/null | head -n1 || true)
+      METRICS_ADDR=$(logged_metrics_addr)
       [ -n "$METRICS_ADDR" ] && return 0
       kill -0 "$DAEMON_PID" 2>/dev/null || break
       sleep 0.1

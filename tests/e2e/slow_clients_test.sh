@@ -18,11 +18,7 @@ curl -s -o /dev/null --max-time 2 --interface 127.0.0.2 "http://127.0.0.1:1/" 2>
 [ "$rc" -ne 45 ] || skip "cannot bind 127.0.0.2 (curl --interface)"
 
 cp -a "$SRC/tests/fixtures/sysfs" "$WORK/sysfs"
-"$DAEMON" "${ROOT_ARGS[@]}" --sysfs-root="$WORK/sysfs/root" --collectors=rdma_sysfs \
-  --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 >/dev/null 2>"$WORK/daemon.log" &
-DAEMON_PID=$!
-PIDS+=("$DAEMON_PID")
-wait_metrics_addr "daemon exited during startup:"
+start_daemon --sysfs-root="$WORK/sysfs/root" --collectors=rdma_sysfs
 
 python3 "$SRC/tests/tools/scrape_fault_client.py" trickle "$METRICS_ADDR" 1000 25 \
   >"$WORK/client.out" 2>&1 &
@@ -59,7 +55,5 @@ echo "figure: $closed connections closed at the request deadline"
 # once by the per-address limit, never held).
 [ "${closed:-0}" -ge 32 ] 2>/dev/null || fail "expected >= 32 deadline closes, got '$closed'"
 [ "${closed:-0}" -lt 1000 ] 2>/dev/null || fail "more deadline closes ($closed) than a per-address limit allows"
-kill -TERM "$DAEMON_PID"
-for _ in $(seq 1 $(tries 30)); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$DAEMON_PID" 2>/dev/null && fail "daemon still running 3 s after SIGTERM"
+stop_daemon
 echo "PASS"
