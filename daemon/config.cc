@@ -413,7 +413,8 @@ const std::vector<Option>& Options() {
                kRestart, &Config::baseline_window),
       {"stall-thresholds", "LIST",
        "Per span name, the duration at which a span counts as a stall (besides "
-       "fabricscope.stall=true), e.g. \"decode_step=200ms,kv_transfer=1s\".",
+       "fabricscope.stall=true), e.g. \"decode_step=200ms,kv_transfer=1s\"; wins over the "
+       "learned bound for those names.",
        kRestart, [](const Config& c) { return StallPolicy::Format(c.stall_thresholds); },
        [](absl::string_view v, Config* c) -> absl::Status {
          auto t = StallPolicy::Parse(v);
@@ -421,6 +422,32 @@ const std::vector<Option>& Options() {
          c->stall_thresholds = *std::move(t);
          return absl::OkStatus();
        }},
+      Bool("stall-learning",
+           "Learn which spans are stalls: per key (service and kind; GenAI requests: service "
+           "and model, by time per output token; collectives: communicator, collective and "
+           "message size, by time per byte) a span whose cost reaches max(median-factor x p50, "
+           "p50 + spread-factor x (p90 - p50)) of the key's recent spans is a stall. "
+           "--stall-thresholds still win for the names they list.",
+           kRestart, &Config::stall_learning),
+      Integer("stall-warmup",
+              "Spans of a key learned before its learned stall bound applies (no stall is "
+              "learned from fewer).",
+              kRestart, &Config::stall_warmup, 10, 1000000),
+      Integer("stall-window",
+              "Spans per epoch of a key's sliding window (the bound is learned from the last "
+              "N to 2N spans of the key).",
+              kRestart, &Config::stall_window, 10, 1000000),
+      Number("stall-median-factor", "FACTOR",
+             "A learned stall costs at least FACTOR times its key's median.", kRestart,
+             &Config::stall_median_factor, AtLeast(1, 1e6)),
+      Number("stall-spread-factor", "FACTOR",
+             "A learned stall costs at least the key's median plus FACTOR times its p90 - p50 "
+             "spread.",
+             kRestart, &Config::stall_spread_factor, AtLeast(0, 1e6)),
+      Integer("stall-max-keys",
+              "Keys the stall learner learns; spans of further keys are judged by "
+              "fabricscope.stall and --stall-thresholds only (counted).",
+              kRestart, &Config::stall_max_keys, 1, 100000),
       Integer("max-span-names",
               "Distinct span names in the name label of the span aggregates; further names count "
               "as name=\"other\".",

@@ -89,6 +89,13 @@ struct Config {
   // Correlation (daemon/correlate/correlator.h documents the rules).
   absl::Duration baseline_window = absl::Seconds(10);
   std::vector<std::pair<std::string, absl::Duration>> stall_thresholds;
+  // Learned stall detection (daemon/correlate/stall_learner.h).
+  bool stall_learning = true;
+  uint64_t stall_warmup = 200;
+  uint64_t stall_window = 1000;
+  double stall_median_factor = 2.0;
+  double stall_spread_factor = 4.0;
+  uint64_t stall_max_keys = 1024;
   uint64_t max_span_names = 100;
   double correlate_rate_factor = 3.0;
   double correlate_pause_fraction = 0.05;

@@ -97,6 +97,15 @@ absl::Status Daemon::Init() {
   span_store_ = std::make_unique<SpanStore>(
       SpanStoreOptions{.memory_bytes = config_.span_memory_bytes, .max_age = config_.max_span_age},
       clock_, &metrics_);
+  StallLearnerOptions learn;
+  learn.enabled = config_.stall_learning;
+  learn.warmup = config_.stall_warmup;
+  learn.window = config_.stall_window;
+  learn.median_factor = config_.stall_median_factor;
+  learn.spread_factor = config_.stall_spread_factor;
+  learn.max_keys = config_.stall_max_keys;
+  learn.thresholds = config_.stall_thresholds;
+  stall_learner_ = std::make_unique<StallLearner>(std::move(learn), &metrics_);
   if (!config_.incident_dir.empty()) {
     IncidentOptions iopt;
     iopt.dir = config_.incident_dir;
@@ -181,6 +190,7 @@ absl::Status Daemon::Init() {
   limits.max_span_age = config_.max_span_age;
   ingester_ = std::make_unique<SpanIngester>(limits, *std::move(classifier), span_store_.get(),
                                              clock_, &metrics_);
+  ingester_->SetStallLearner(stall_learner_.get());
   ingest_service_ =
       std::make_unique<IngestService>(ingester_.get(), config_.stream_idle_timeout, &metrics_);
   otlp_service_ = std::make_unique<OtlpTraceService>(ingester_.get());
@@ -225,6 +235,7 @@ absl::Status Daemon::Init() {
   if (!config_.replay_file.empty()) {
     replay_ = std::make_unique<ReplayWorker>(config_.replay_file, config_.replay_speed,
                                              store_.get(), &ports_, span_store_.get(), clock_);
+    replay_->SetStallLearner(stall_learner_.get());
   }
   if (auto s = grpc_server_->Start(); !s.ok()) return s;
 
@@ -264,7 +275,8 @@ void Daemon::RestoreState() {
     st = file.Open(path, max_bytes, &missing);
     // Checks the whole file before it restores anything (Open bounded its size).
     if (st.ok()) {
-      st = RestoreSnapshot(file.data(), store_.get(), span_store_.get(), events_.get(), &counts);
+      st = RestoreSnapshot(file.data(), store_.get(), span_store_.get(), events_.get(), &counts,
+                           /*threads=*/0, stall_learner_.get());
     }
   }
   if (missing) {
@@ -318,8 +330,9 @@ void Daemon::SaveState() {
   const std::string path = SnapshotPath(config_.state_dir);
   const absl::Time started = absl::Now();
   SnapshotCounts counts;
-  absl::Status s = WriteSnapshot(path, *store_, *span_store_, *events_, clock_->RealtimeNs(),
-                                 started + config_.state_save_timeout, &counts);
+  absl::Status s =
+      WriteSnapshot(path, *store_, *span_store_, *events_, clock_->RealtimeNs(),
+                    started + config_.state_save_timeout, &counts, stall_learner_.get());
   if (!s.ok()) {
     Log(LogLevel::kError, "state", "snapshot not written",
         {{"path", path}, {"error", std::string(s.message())}});

@@ -34,6 +34,7 @@
 #include "daemon/correlate/correlation_worker.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/correlate/span_aggregates.h"
+#include "daemon/correlate/stall_learner.h"
 #include "daemon/detect/detectors.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/ingest/span_ingester.h"
@@ -103,6 +104,9 @@ class Daemon {
   // Span ingest. Declared after what they use and before grpc_server_, so the
   // server (declared last) is destroyed first.
   std::unique_ptr<SpanStore> span_store_;
+  // Judges every span before it is stored (ingest and replay); its sketches
+  // are in the state snapshot.
+  std::unique_ptr<StallLearner> stall_learner_;
   // --incident-dir: the event log's observer; reads the store and span store.
   std::unique_ptr<IncidentWriter> incident_writer_;
   std::unique_ptr<SpanIngester> ingester_;

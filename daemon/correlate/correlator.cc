@@ -175,10 +175,12 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   SpanCorrelation out;
   out.start_unix_nano = span.start_unix_nano;
   out.end_unix_nano = span.end_unix_nano;
-  out.stall = stalls_.IsStall(span);
+  // Judged at ingest (the StallLearner) where it was; else the policy here.
+  out.stall = span.judgement.judged ? span.judgement.stall : stalls_.IsStall(span);
 
-  const int64_t t0 = span.start_unix_nano;
-  const int64_t t1 = std::max(span.end_unix_nano, span.start_unix_nano);
+  const std::pair<int64_t, int64_t> window = JudgedWindow(span);
+  const int64_t t0 = window.first;
+  const int64_t t1 = window.second;
   const int64_t baseline_ns = absl::ToInt64Nanoseconds(options_.baseline_window);
   const int64_t gap_ns = absl::ToInt64Nanoseconds(options_.max_sample_gap);
 

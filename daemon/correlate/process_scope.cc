@@ -26,8 +26,9 @@ ProcessScopeResult CorrelateProcess(const Store& store, absl::Span<const SeriesS
   ProcessScopeResult out;
   if (span.pid == 0) return out;
   const std::string pid = absl::StrCat(span.pid);
-  const int64_t t0 = span.start_unix_nano;
-  const int64_t t1 = std::max(span.end_unix_nano, span.start_unix_nano);
+  const std::pair<int64_t, int64_t> window = JudgedWindow(span);
+  const int64_t t0 = window.first;
+  const int64_t t1 = window.second;
   const int64_t baseline_ns = absl::ToInt64Nanoseconds(options.baseline_window);
   const int64_t gap_ns = absl::ToInt64Nanoseconds(options.max_sample_gap);
   const double floor = options.floors[static_cast<int>(SignalClass::kRetransmits)];

@@ -2,15 +2,19 @@
 // name got which verdict, how many of them stalled, how long the stalls were,
 // and which congestion signals the stalls were attributed to.
 //
-//   fabricscope_spans_total{name,verdict}
-//   fabricscope_stalls_total{name,verdict}
-//   fabricscope_stall_duration_seconds{name,verdict}   (histogram)
-//   fabricscope_stall_signals_total{name,signal}       (one per distinct
+//   fabricscope_spans_total{name,verdict,service,model}
+//   fabricscope_stalls_total{name,verdict,service,model}  (zero from the
+//                                                       first span of the
+//                                                       name and workload)
+//   fabricscope_stall_duration_seconds{name,verdict,service,model} (histogram)
+//   fabricscope_stall_signals_total{name,signal,service,model} (one per distinct
 //                                                       anomalous signal of a
 //                                                       stall with verdict fabric)
 //
 // Cardinality: the `name` label takes at most max_names distinct span names,
-// first come first served; every further name is recorded as name="other".
+// first come first served; every further name is recorded as name="other";
+// `service` and `model` (service.name and the GenAI model of the span, ""
+// when absent) at most kMaxWorkloads distinct pairs, then "other".
 // `signal` is a family-derived signal name (a closed set), `verdict` one of
 // fabric/clean/unknown.
 //
@@ -31,6 +35,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,6 +56,11 @@ class SpanAggregates {
 
   // The `name` label value for a span name (registers it while under the cap).
   std::string NameLabel(const std::string& name);
+  // The `service` and `model` label values of a span (service.name and the
+  // gen_ai model, "" when absent; at most kMaxWorkloads distinct pairs, then
+  // "other").
+  std::pair<std::string, std::string> WorkloadLabels(const Span& span);
+  static constexpr size_t kMaxWorkloads = 16;
 
   static constexpr absl::Duration kExemplarWindow = absl::Seconds(15);
   // The current exemplar of every series that has one (a copy).
@@ -64,7 +74,8 @@ class SpanAggregates {
   MetricsRegistry* const metrics_;
   const size_t max_names_;
   mutable std::mutex mu_;
-  absl::flat_hash_set<std::string> names_;  // guarded by mu_
+  absl::flat_hash_set<std::string> names_;                              // guarded by mu_
+  absl::flat_hash_set<std::pair<std::string, std::string>> workloads_;  // guarded by mu_
   // Family, then label values -> the series' exemplar. Guarded by mu_.
   absl::flat_hash_map<std::string, SeriesExemplar> exemplars_;
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/spans/genai.h"
 
 namespace fabricscope {
 namespace {
@@ -134,6 +135,11 @@ void ApplyWellKnown(SpanKind explicit_kind, const SpanKindClassifier& classifier
   } else {
     span->kind = classifier.Classify(span->name);
   }
+  // GenAI request spans: kind, phase and judged window (daemon/spans/genai.h).
+  span->window_start_unix_nano = span->window_end_unix_nano = 0;
+  span->phase.clear();
+  span->judgement = StallJudgement{};
+  ApplyGenAiRequest(span);
 }
 
 SpanKind FromNativeKind(v1::SpanKind k) {
@@ -319,6 +325,15 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
     }
   }
   for (const auto& kv : resource.kept) out->attributes.push_back(kv);
+  // The KV-cache transfer events of a GenAI request (TensorRT-LLM), as
+  // attributes: the only events kept, and they survive a recording.
+  for (const otlp_trace::Span::Event& e : in.events()) {
+    if ((e.name() == "kv_cache_transfer_start" || e.name() == "kv_cache_transfer_end") &&
+        e.time_unix_nano() > 0 && e.time_unix_nano() <= uint64_t{INT64_MAX}) {
+      out->attributes.emplace_back(absl::StrCat("fabricscope.event.", e.name()),
+                                   absl::StrCat(e.time_unix_nano()));
+    }
+  }
   if (RejectReason r = SetNameAndTimes(in.name(), in.start_time_unix_nano(),
                                        in.end_time_unix_nano(), out, detail);
       r != RejectReason::kNone) {

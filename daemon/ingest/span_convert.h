@@ -13,7 +13,9 @@
 //    the correlator against the host topology). A hint that does not parse
 //    (rdma.port "x") is ignored; the attribute is still kept.
 //  - set the kind: explicit (native `kind` field) > fabricscope.kind > the
-//    classifier on the name > other.
+//    classifier on the name > other;
+//  - read a GenAI request span's gen_ai.* attributes (daemon/spans/genai.h):
+//    `other` becomes `request`, and the judged window is its decode phase.
 // ValidateSpan (span_validation.h) runs after conversion.
 //
 // OTLP specifics: AnyValue is rendered as a string (bool "true"/"false", int
@@ -21,7 +23,9 @@
 // "[a,b]", kvlists "{k=v,...}", nesting bounded); of the resource attributes
 // only host.name, service.name and process.pid are kept (appended to each span's
 // attributes). OTLP's own span kind (server/client/...) is not fabricscope's
-// kind and is ignored, as are events, links and status.
+// kind and is ignored, as are links, status and events except a GenAI
+// request's kv_cache_transfer_start / kv_cache_transfer_end, whose times are
+// kept as the attributes fabricscope.event.<name> (unix ns).
 //
 // Pure functions; thread-safe as long as the classifier is (it is).
 #pragma once

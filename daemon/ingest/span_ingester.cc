@@ -160,7 +160,10 @@ void SpanIngester::Record(RejectReason reason, std::string detail, Span* span,
 void SpanIngester::Commit(IngestProtocol protocol, std::vector<Span> accepted,
                           const IngestResult& before, const IngestResult& after) {
   // Store first: a span is counted as accepted only once it is acknowledged.
-  if (!accepted.empty()) store_->Add(std::move(accepted));
+  if (!accepted.empty()) {
+    StallLearner::PrepareSpans(learner_, &accepted);
+    store_->Add(std::move(accepted));
+  }
   const int pi = static_cast<int>(protocol);
   by_reason_[pi][0]->Increment(static_cast<double>(after.accepted - before.accepted));
   for (int r = 1; r < kNumRejectReasons; ++r) {

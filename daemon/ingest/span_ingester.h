@@ -31,6 +31,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/metrics.h"
+#include "daemon/correlate/stall_learner.h"
 #include "daemon/ingest/span_convert.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/spans/span_kind.h"
@@ -68,6 +69,11 @@ class SpanIngester {
  public:
   SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifier> classifier,
                SpanStore* store, Clock* clock, MetricsRegistry* metrics);
+
+  // Judges every accepted span (and adds the spans derived from it) before it
+  // is stored: StallLearner::PrepareSpans. Borrowed; set before the first
+  // call, or never (no judgement: the correlator's StallPolicy decides).
+  void SetStallLearner(StallLearner* learner) { learner_ = learner; }
 
   // An admission slot; released when destroyed. Move-only.
   class Ticket {
@@ -136,6 +142,7 @@ class SpanIngester {
   const IngestLimits limits_;
   const std::unique_ptr<SpanKindClassifier> classifier_;
   SpanStore* const store_;
+  StallLearner* learner_ = nullptr;
   Clock* const clock_;
   std::atomic<int> in_flight_{0};
   // [protocol][RejectReason], plus the two request-level results.

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "daemon/ingest/span_convert.h"
+#include "daemon/spans/genai.h"
 #include "daemon/spans/span_store.h"
 
 namespace fabricscope {
@@ -55,7 +56,18 @@ void RecordingFeeder::Feed(size_t line_no, absl::string_view line, std::vector<S
   }
   span.protocol = "recording";
   ++stats_.spans;
+  // A derived span (a request's KV transfer) is derived again from its request.
+  for (const auto& [k, v] : span.attributes) {
+    if (k == kDerivedFromAttribute) return;
+  }
+  const size_t first = spans->size();
   spans->push_back(std::move(span));
+  if (learner_ == nullptr && spans->back().phase.empty()) return;
+  std::vector<Span> prepared(std::make_move_iterator(spans->begin() + first),
+                             std::make_move_iterator(spans->end()));
+  spans->resize(first);
+  StallLearner::PrepareSpans(learner_, &prepared);
+  for (Span& s : prepared) spans->push_back(std::move(s));
 }
 
 void RecordingFeeder::AddSample(size_t line_no, const RecordingLine& l) {
@@ -165,6 +177,7 @@ void ReplayWorker::Run() {
   // Real time: the recording starts now; otherwise it ends now.
   const int64_t offset = !has_samples ? 0 : speed_ == 1.0 ? now - first : now - last;
   RecordingFeeder feeder(store_, ports_, offset);
+  feeder.SetStallLearner(learner_);
   const SteadyTime t0 = clock_->SteadyNow();
   std::vector<Span> spans;
   absl::Status read = ForEachLine(path_, [&](size_t line_no, absl::string_view line) {

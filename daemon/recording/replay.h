@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/clock.h"
+#include "daemon/correlate/stall_learner.h"
 #include "daemon/ingest/span_validation.h"
 #include "daemon/recording/recording.h"
 #include "daemon/spans/span.h"
@@ -62,6 +63,10 @@ class RecordingFeeder {
 
   const RecordingStats& stats() const { return stats_; }
 
+  // Judges the spans fed (and adds the spans derived from them), as ingest
+  // does: StallLearner::PrepareSpans. Borrowed; null: derive only.
+  void SetStallLearner(StallLearner* learner) { learner_ = learner; }
+
  private:
   void Problem(size_t line_no, absl::string_view what, uint64_t* counter);
   void AddSample(size_t line_no, const RecordingLine& l);
@@ -69,6 +74,7 @@ class RecordingFeeder {
   Store* const store_;
   PortInventory* const ports_;
   const int64_t offset_ns_;
+  StallLearner* learner_ = nullptr;
   IngestLimits limits_;
   std::unique_ptr<SpanKindClassifier> classifier_;
   struct Known {
@@ -105,6 +111,8 @@ class ReplayWorker {
   void Stop();
   bool finished() const;
   RecordingStats stats() const;
+  // The replayed spans are judged by `learner` (borrowed; set before Start).
+  void SetStallLearner(StallLearner* learner) { learner_ = learner; }
 
  private:
   void Run();
@@ -115,6 +123,7 @@ class ReplayWorker {
   PortInventory* const ports_;
   SpanStore* const spans_;
   Clock* const clock_;
+  StallLearner* learner_ = nullptr;
   StopSignal stop_;
   std::thread thread_;
   mutable std::mutex mu_;

@@ -6,6 +6,8 @@
 
 #include "absl/strings/string_view.h"
 #include "daemon/correlate/signal_class.h"
+#include "daemon/correlate/stall_learner.h"
+#include "daemon/spans/span_kind.h"
 
 namespace fabricscope {
 namespace {
@@ -183,6 +185,30 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
   out->set_covered_series(static_cast<uint32_t>(c.covered_series));
   out->set_gpu(span.gpu);
   out->set_scope(c.scope);
+  out->set_kind(std::string(SpanKindName(span.kind)));
+  if (const std::pair<int64_t, int64_t> w = JudgedWindow(span);
+      w.first != span.start_unix_nano || w.second != span.end_unix_nano) {
+    out->set_window_start_unix_nano(static_cast<uint64_t>(w.first));
+    out->set_window_end_unix_nano(static_cast<uint64_t>(w.second));
+  }
+  out->set_phase(span.phase);
+  for (const auto& [k, v] : span.attributes) {
+    if (k == "service.name" && out->service().empty()) out->set_service(v);
+    if ((k == "gen_ai.response.model" || (k == "gen_ai.request.model" && out->model().empty()))) {
+      out->set_model(v);
+    }
+  }
+  if (const StallJudgement& j = span.judgement; j.judged) {
+    v1::StallCheck* check = out->mutable_stall_check();
+    check->set_source(std::string(StallSourceName(j.source)));
+    check->set_cost_kind(std::string(StallCostName(j.cost_kind)));
+    check->set_cost_seconds(j.cost * 1e-9);
+    check->set_bound_seconds(j.bound * 1e-9);
+    check->set_median_seconds(j.median * 1e-9);
+    check->set_p99_seconds(j.p99 * 1e-9);
+    check->set_samples(j.samples);
+    check->set_key(j.key);
+  }
   for (const BlindSeries& b : c.blind) {
     v1::BlindSeries* blind = out->add_blind();
     blind->set_signal(b.signal);

@@ -6,6 +6,7 @@
 // matches them against the counter samples of this host's ports.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -25,6 +26,36 @@ enum class SpanKind : uint8_t {
   kKvTransfer = 4,
   kCollective = 5,
   kOther = 6,
+};
+
+// What a span's stall judgement measured (daemon/correlate/stall_learner.h).
+enum class StallCost : uint8_t {
+  kDuration = 0,            // end - start, ns
+  kTimePerOutputToken = 1,  // GenAI request: decode time / (completion tokens - 1), ns
+  kTimePerByte = 2,         // collective: execution time / message bytes, ns per byte
+  kTimePerPromptToken = 3,  // GenAI request without decode: prefill time / prompt tokens, ns
+};
+// What decided a span's stall judgement.
+enum class StallSource : uint8_t {
+  kNone = 0,        // nothing applies: no flag, no threshold, no learned bound (yet)
+  kFlag = 1,        // fabricscope.stall=true
+  kConfigured = 2,  // --stall-thresholds for the span's name
+  kLearned = 3,     // the learned bound of the span's key
+};
+
+// A span's stall judgement, made once when the span is ingested (or replayed)
+// by the StallLearner, against what it had learned from the spans before it.
+struct StallJudgement {
+  bool judged = false;  // false: never judged (the correlator's StallPolicy decides)
+  bool stall = false;
+  StallSource source = StallSource::kNone;
+  StallCost cost_kind = StallCost::kDuration;
+  double cost = 0;    // the span's cost, in cost_kind's unit
+  double bound = 0;   // the bound held against (0: none applied)
+  double median = 0;  // the key's learned median and p99 at judgement (0: none)
+  double p99 = 0;
+  uint64_t samples = 0;  // samples behind the learned figures
+  std::string key;       // the learning key, for humans: "vllm llama-3-70b decode"
 };
 
 using TraceId = std::array<uint8_t, 16>;
@@ -60,9 +91,28 @@ struct Span {
   uint32_t pid = 0;
   // Explicit stall flag (attribute fabricscope.stall=true).
   bool stall_flag = false;
+  // The part of the span the correlator judges, and its name: a GenAI request
+  // span is judged over its decode phase (daemon/spans/genai.h). Both zero:
+  // the whole span. Always inside [start, end] when set.
+  int64_t window_start_unix_nano = 0;
+  int64_t window_end_unix_nano = 0;
+  std::string phase;  // "decode", "prefill", "" (the whole span)
+  // Set by the StallLearner before the span is stored.
+  StallJudgement judgement;
   // Which protocol delivered it: "native" or "otlp".
   std::string protocol;
 };
+
+// The window the correlator judges: [window_start, window_end] when set,
+// else [start, max(start, end)].
+inline std::pair<int64_t, int64_t> JudgedWindow(const Span& span) {
+  if (span.window_end_unix_nano > span.window_start_unix_nano &&
+      span.window_start_unix_nano >= span.start_unix_nano &&
+      span.window_end_unix_nano <= span.end_unix_nano) {
+    return {span.window_start_unix_nano, span.window_end_unix_nano};
+  }
+  return {span.start_unix_nano, std::max(span.start_unix_nano, span.end_unix_nano)};
+}
 
 // Span::pid from the value of a process.pid attribute (OTLP renders an int
 // value as decimal; a string value is taken as written): a decimal in

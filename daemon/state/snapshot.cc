@@ -36,6 +36,7 @@ enum RecordType : uint8_t {
   kSpanRecord = 2,
   kEventRecord = 3,
   kTimeBlockRecord = 4,
+  kStallLearnerRecord = 5,  // version 3: StallLearner::Dump(), at most one
   kEndRecord = 0xff,
 };
 
@@ -369,9 +370,23 @@ void EncodeSpan(std::string* out, const Span& s) {
   PutStr(out, s.netdev);
   PutU8(out, s.stall_flag ? 1 : 0);
   PutStr(out, s.protocol);
+  // Version 3: the judged window, the phase and the stall judgement.
+  PutI64(out, s.window_start_unix_nano);
+  PutI64(out, s.window_end_unix_nano);
+  PutStr(out, s.phase);
+  const StallJudgement& j = s.judgement;
+  PutU8(out, static_cast<uint8_t>((j.judged ? 1 : 0) | (j.stall ? 2 : 0)));
+  PutU8(out, static_cast<uint8_t>(j.source));
+  PutU8(out, static_cast<uint8_t>(j.cost_kind));
+  PutF64(out, j.cost);
+  PutF64(out, j.bound);
+  PutF64(out, j.median);
+  PutF64(out, j.p99);
+  PutU64(out, j.samples);
+  PutStr(out, j.key);
 }
 
-bool DecodeSpan(absl::string_view payload, Span* s) {
+bool DecodeSpan(absl::string_view payload, uint32_t version, Span* s) {
   Reader r(payload);
   r.Array(&s->trace_id);
   r.Array(&s->span_id);
@@ -395,6 +410,32 @@ bool DecodeSpan(absl::string_view payload, Span* s) {
   s->netdev = r.Str();
   s->stall_flag = r.U8() != 0;
   s->protocol = r.Str();
+  s->window_start_unix_nano = s->window_end_unix_nano = 0;
+  s->phase.clear();
+  s->judgement = StallJudgement{};
+  if (version >= 3) {
+    s->window_start_unix_nano = r.I64();
+    s->window_end_unix_nano = r.I64();
+    s->phase = r.Str();
+    StallJudgement& j = s->judgement;
+    const uint8_t flags = r.U8();
+    const uint8_t source = r.U8();
+    const uint8_t cost = r.U8();
+    if (flags > 3 || source > static_cast<uint8_t>(StallSource::kLearned) ||
+        cost > static_cast<uint8_t>(StallCost::kTimePerPromptToken)) {
+      return false;
+    }
+    j.judged = (flags & 1) != 0;
+    j.stall = (flags & 2) != 0;
+    j.source = static_cast<StallSource>(source);
+    j.cost_kind = static_cast<StallCost>(cost);
+    j.cost = r.F64();
+    j.bound = r.F64();
+    j.median = r.F64();
+    j.p99 = r.F64();
+    j.samples = r.U64();
+    j.key = r.Str();
+  }
   // The GPU hint is not a record field (format version 1 predates it): it is
   // the fabricscope.gpu attribute, which the record holds.
   s->gpu.clear();
@@ -500,7 +541,8 @@ class SnapshotWriter {
 };
 
 absl::Status WriteAll(SnapshotWriter* w, const Store& store, const SpanStore& spans,
-                      const EventLog& events, int64_t saved_unix_nano, SnapshotCounts* counts) {
+                      const EventLog& events, const StallLearner* learner, int64_t saved_unix_nano,
+                      SnapshotCounts* counts) {
   std::string header(kMagic, sizeof kMagic);
   PutU32(&header, kSnapshotVersion);
   PutU32(&header, 0);
@@ -552,6 +594,9 @@ absl::Status WriteAll(SnapshotWriter* w, const Store& store, const SpanStore& sp
     EncodeEvent(&payload, e);
     if (auto st = w->Record(kEventRecord, payload); !st.ok()) return st;
     ++counts->events;
+  }
+  if (learner != nullptr) {
+    if (auto st = w->Record(kStallLearnerRecord, learner->Dump()); !st.ok()) return st;
   }
   payload.clear();
   PutU64(&payload, counts->series);
@@ -629,6 +674,8 @@ struct FileIndex {
   std::vector<DetectorEvent> events;
   uint64_t span_records = 0;
   uint64_t event_records = 0;
+  uint32_t version = kSnapshotVersion;
+  absl::string_view learner;  // the stall learner record's payload, "" when none
 };
 
 constexpr int kMaxReadThreads = 4;
@@ -653,11 +700,13 @@ void FrameRecords(absl::string_view data, FileIndex* index, FirstFailure* fail) 
   const uint32_t flags = hr.U32();
   index->saved_unix_nano = hr.I64();
   const uint32_t crc = hr.U32();
-  if (version != kSnapshotVersion) {
-    fail->Note(0, SnapshotError::kVersion,
-               absl::StrCat("format version ", version, ", this build reads ", kSnapshotVersion));
+  if (version != kSnapshotVersion && version != 2) {
+    fail->Note(
+        0, SnapshotError::kVersion,
+        absl::StrCat("format version ", version, ", this build reads 2 and ", kSnapshotVersion));
     return;
   }
+  index->version = version;
   if (crc != Crc(data.substr(0, kHeaderBytes - 4))) {
     fail->Note(0, SnapshotError::kChecksum, "header checksum mismatch");
     return;
@@ -745,6 +794,14 @@ void FrameRecords(absl::string_view data, FileIndex* index, FirstFailure* fail) 
       case kEventRecord:
         ref.slot = static_cast<uint32_t>(index->event_records++);
         break;
+      case kStallLearnerRecord:
+        if (!index->learner.empty() || version < 3) {
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("record ", record, ": unexpected stall learner record"));
+          return;
+        }
+        index->learner = ref.payload;
+        break;
       default:  // reported in step 2 (after this record's CRC)
         break;
     }
@@ -831,8 +888,18 @@ void CheckRecords(FileIndex* index, size_t begin, size_t end, bool keep, FirstFa
       case kSpanRecord: {
         Span scratch;
         Span* s = keep ? &index->spans[ref.slot] : &scratch;
-        if (!DecodeSpan(ref.payload, s)) {
+        if (!DecodeSpan(ref.payload, index->version, s)) {
           fail->Note(record, SnapshotError::kFormat, absl::StrCat("record ", record, ": bad span"));
+          return;
+        }
+        break;
+      }
+      case kStallLearnerRecord: {
+        // Checked by restoring it into a learner of its own.
+        StallLearner check(StallLearnerOptions{}, nullptr);
+        if (absl::Status ls = check.Restore(ref.payload); !ls.ok()) {
+          fail->Note(record, SnapshotError::kFormat,
+                     absl::StrCat("record ", record, ": ", ls.message()));
           return;
         }
         break;
@@ -965,7 +1032,7 @@ absl::string_view SnapshotErrorName(SnapshotError e) {
 
 absl::Status WriteSnapshot(const std::string& path, const Store& store, const SpanStore& spans,
                            const EventLog& events, int64_t saved_unix_nano, absl::Time deadline,
-                           SnapshotCounts* counts) {
+                           SnapshotCounts* counts, const StallLearner* learner) {
   *counts = SnapshotCounts{};
   counts->saved_unix_nano = saved_unix_nano;
   const std::string tmp = path + ".tmp";
@@ -975,7 +1042,7 @@ absl::Status WriteSnapshot(const std::string& path, const Store& store, const Sp
         absl::StrCat("snapshot: cannot create ", tmp, ": ", std::strerror(errno)));
   }
   SnapshotWriter w(fd, deadline);
-  absl::Status s = WriteAll(&w, store, spans, events, saved_unix_nano, counts);
+  absl::Status s = WriteAll(&w, store, spans, events, learner, saved_unix_nano, counts);
   counts->bytes = w.written();
   if (s.ok() && ::fsync(fd) != 0) {
     s = absl::InternalError(absl::StrCat("snapshot: fsync: ", std::strerror(errno)));
@@ -1013,7 +1080,8 @@ SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, Snap
 }
 
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
-                               EventLog* events, SnapshotCounts* counts, int threads) {
+                               EventLog* events, SnapshotCounts* counts, int threads,
+                               StallLearner* learner) {
   FileIndex index;
   SnapshotStatus st = ReadFile(data, threads, /*keep=*/true, &index, counts);
   if (!st.ok()) return st;
@@ -1025,6 +1093,9 @@ SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* 
     spans->Add(std::move(batch));
   }
   events->Restore(std::move(index.events), counts->saved_unix_nano);
+  if (learner != nullptr && !index.learner.empty()) {
+    learner->Restore(index.learner).IgnoreError();  // checked above
+  }
   return {};
 }
 

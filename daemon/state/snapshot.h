@@ -10,7 +10,8 @@
 //            type + length + payload. Types: time block (a block of a tier's
 //            time column, written before the first series that refers to it),
 //            series (key, derived state and every compressed chunk as the
-//            store holds it, the head chunk last), span, event, and a final
+//            store holds it, the head chunk last), span, event, the stall
+//            learner's sketches (version 3), and a final
 //            end record carrying the count of each, so a file cut short
 //            anywhere is detected.
 // Chunks are written as the store holds them (no re-encoding): writing costs
@@ -44,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/correlate/stall_learner.h"
 #include "daemon/detect/event_log.h"
 #include "daemon/spans/span_store.h"
 #include "store/store.h"
@@ -52,7 +54,10 @@ namespace fabricscope {
 
 // 2: chunks store tick indexes into time blocks (time block records); a
 // version 1 file is refused (reason `version`).
-inline constexpr uint32_t kSnapshotVersion = 2;
+// 3: span records carry the judged window, phase and stall judgement, and a
+// stall learner record carries the learned sketches; a version 2 file is
+// still read (its spans without a judgement, nothing learned).
+inline constexpr uint32_t kSnapshotVersion = 3;
 
 struct SnapshotCounts {
   uint64_t series = 0;
@@ -87,12 +92,13 @@ struct SnapshotStatus {
   bool ok() const { return error == SnapshotError::kNone; }
 };
 
-// Writes the snapshot of `store`, `spans` and `events` to `path` (via
-// path + ".tmp", fsync, rename). Fails (leaving any previous file at `path`
-// in place) on an I/O error or when `deadline` passes.
+// Writes the snapshot of `store`, `spans`, `events` and what `learner` has
+// learned (may be null) to `path` (via path + ".tmp", fsync, rename). Fails
+// (leaving any previous file at `path` in place) on an I/O error or when
+// `deadline` passes.
 absl::Status WriteSnapshot(const std::string& path, const Store& store, const SpanStore& spans,
                            const EventLog& events, int64_t saved_unix_nano, absl::Time deadline,
-                           SnapshotCounts* counts);
+                           SnapshotCounts* counts, const StallLearner* learner = nullptr);
 
 // Reads and checks all of `data` (a whole snapshot file); restores nothing.
 // `max_bytes` bounds the file (the sum of the budgets it is restored into).
@@ -106,8 +112,10 @@ SnapshotStatus ValidateSnapshot(absl::string_view data, uint64_t max_bytes, Snap
 // every chunk, the series left once it is full are restored in file order,
 // the oldest chunks evicted to make room (which series reached the store
 // before it was full can depend on the threads).
+// `learner` (may be null) gets the learned sketches when the file has them.
 SnapshotStatus RestoreSnapshot(absl::string_view data, Store* store, SpanStore* spans,
-                               EventLog* events, SnapshotCounts* counts, int threads = 0);
+                               EventLog* events, SnapshotCounts* counts, int threads = 0,
+                               StallLearner* learner = nullptr);
 
 // A snapshot file mapped read-only. The mapping is file-backed page cache, so
 // restoring a snapshot as large as the budgets does not need that much

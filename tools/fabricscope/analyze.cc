@@ -71,6 +71,12 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   DetectorEngine detectors(DetectorOptions{}, &ports, &events, nullptr);
   store.SetObserver(&detectors);
   RecordingFeeder feeder(&store, &ports);
+  // Stalls judged as the daemon judges them: learned in recording order,
+  // --stall-thresholds winning for the names they list.
+  StallLearnerOptions learn;
+  learn.thresholds = *thresholds;
+  StallLearner learner(std::move(learn), /*metrics=*/nullptr);
+  feeder.SetStallLearner(&learner);
   std::vector<Span> spans;
   absl::Status read = ForEachLine(file, [&](size_t line_no, absl::string_view line) {
     feeder.Feed(line_no, line, &spans);

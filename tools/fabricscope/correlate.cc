@@ -137,6 +137,76 @@ std::string BlamedName(const v1::BlamedSignal& b) {
   return out;
 }
 
+// A cost in the unit people read it in: a duration, a per-token duration, or
+// a bandwidth for a time per byte.
+std::string CostText(const std::string& kind, double seconds) {
+  if (kind == "time_per_byte") {
+    if (seconds <= 0) return "-";
+    return absl::StrCat(absl::StrFormat("%.1f", 1e-9 / seconds), " GB/s");
+  }
+  return FormatDurationShort(static_cast<int64_t>(seconds * 1e9));
+}
+
+absl::string_view CostName(const std::string& kind) {
+  if (kind == "time_per_output_token") return "TPOT";
+  if (kind == "time_per_prompt_token") return "prefill per token";
+  if (kind == "time_per_byte") return "bandwidth";
+  return "duration";
+}
+
+// "stall: TPOT 81ms vs learned 20ms (p50 10ms, p99 24ms, 1840 samples; vllm llama decode)";
+// "" when nothing decided the stall.
+std::string StallCheckLine(const v1::SpanVerdict& v) {
+  if (!v.has_stall_check()) return "";
+  const v1::StallCheck& c = v.stall_check();
+  const std::string& k = c.cost_kind();
+  std::string line = absl::StrCat("    ", v.stall() ? "stall: " : "cost: ", CostName(k), " ",
+                                  CostText(k, c.cost_seconds()));
+  if (c.source() == "flag") {
+    absl::StrAppend(&line, ", flagged fabricscope.stall=true");
+  } else if (c.source() == "configured") {
+    absl::StrAppend(&line, " vs configured ", CostText("duration", c.bound_seconds()),
+                    " (--stall-thresholds)");
+  } else if (c.source() == "learned") {
+    absl::StrAppend(&line, " vs learned ", CostText(k, c.bound_seconds()));
+  } else {
+    absl::StrAppend(&line, ", no bound yet");
+  }
+  if (c.samples() > 0 && c.median_seconds() > 0) {
+    absl::StrAppend(&line, " (p50 ", CostText(k, c.median_seconds()), ", p99 ",
+                    CostText(k, c.p99_seconds()), ", ", c.samples(), " samples; ", c.key(), ")");
+  } else if (!c.key().empty()) {
+    absl::StrAppend(&line, " (", c.samples(), " samples; ", c.key(), ")");
+  }
+  absl::StrAppend(&line, "\n");
+  if (v.window_end_unix_nano() > v.window_start_unix_nano()) {
+    absl::StrAppend(&line, "    judged: ", v.phase().empty() ? "window" : v.phase(), " ",
+                    FormatDurationShort(static_cast<int64_t>(v.window_end_unix_nano() -
+                                                             v.window_start_unix_nano())),
+                    " from ", FormatUnixNano(static_cast<int64_t>(v.window_start_unix_nano())),
+                    "\n");
+  }
+  return line;
+}
+
+std::string StallCheckJson(const v1::SpanVerdict& v) {
+  std::string out =
+      absl::StrCat(",\"kind\":", JsonString(v.kind()), ",\"service\":", JsonString(v.service()),
+                   ",\"model\":", JsonString(v.model()), ",\"phase\":", JsonString(v.phase()),
+                   ",\"window_start_unix_nano\":", v.window_start_unix_nano(),
+                   ",\"window_end_unix_nano\":", v.window_end_unix_nano());
+  if (!v.has_stall_check()) return out;
+  const v1::StallCheck& c = v.stall_check();
+  absl::StrAppend(&out, ",\"stall_check\":{\"source\":", JsonString(c.source()),
+                  ",\"cost_kind\":", JsonString(c.cost_kind()),
+                  ",\"cost_seconds\":", JsonNumber(c.cost_seconds()),
+                  ",\"bound_seconds\":", JsonNumber(c.bound_seconds()),
+                  ",\"median_seconds\":", JsonNumber(c.median_seconds()),
+                  ",\"p99_seconds\":", JsonNumber(c.p99_seconds()), ",\"samples\":", c.samples(),
+                  ",\"key\":", JsonString(c.key()), "}");
+  return out;
+}
+
 }  // namespace
 
 std::string CorrelateSummaryLine(const v1::CorrelateSummary& s) {
@@ -238,7 +308,7 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
         ",\"stall\":", v.stall() ? "true" : "false",
         ",\"verdict\":", JsonString(VerdictText(v.verdict())),
         ",\"reason\":", JsonString(v.reason()), ",\"scope\":", JsonString(v.scope()),
-        ",\"signals\":[");
+        StallCheckJson(v), ",\"signals\":[");
     for (int j = 0; j < v.signals_size(); ++j) {
       const v1::SignalCorrelation& s = v.signals(j);
       absl::StrAppend(
@@ -274,6 +344,9 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
         v.stall() ? "  STALL" : "", "  ", verdict, "  trace ", Hex(v.trace_id()), " span ",
         Hex(v.span_id()), "\n");
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
+    if (v.stall() || v.stall_check().source() == "learned") {
+      absl::StrAppend(&out, StallCheckLine(v));
+    }
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
     for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));

@@ -3,10 +3,12 @@
 #include "daemon/correlate/span_aggregates.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "exporters/exposition.h"
 #include "gtest/gtest.h"
@@ -54,7 +56,8 @@ SpanCorrelation Stall(Verdict verdict, std::vector<std::string> anomalous_signal
 const SeriesExemplar* Find(const std::vector<SeriesExemplar>& all, const std::string& family,
                            const std::string& l1, const std::string& l2) {
   for (const auto& e : all) {
-    if (e.family != family || e.labels.size() != 2) continue;
+    // name and verdict (or signal), then the workload's service and model.
+    if (e.family != family || e.labels.size() != 4) continue;
     if (e.labels[0].value == l1 && e.labels[1].value == l2) return &e;
   }
   return nullptr;
@@ -86,6 +89,42 @@ TEST(SpanAggregatesExemplarTest, LongestWithinTheWindowThenTheNextWindow) {
   ex = agg.Exemplars();
   EXPECT_EQ(Find(ex, "fabricscope_stalls_total", "decode", "fabric")->exemplar.trace_id,
             "00000000000000000000000000000004");
+}
+
+// The stall families are there (zero) from a name's first span, and the
+// workload labels come from service.name and the GenAI model, bounded.
+TEST(SpanAggregatesTest, StallSeriesFromTheFirstSpanAndWorkloadLabels) {
+  MetricsRegistry metrics;
+  SpanAggregates agg(&metrics, 10);
+  SpanCorrelation clean;
+  clean.verdict = Verdict::kClean;
+  Span s = MakeSpan(1, kT0, 0.1);
+  s.attributes = {{"service.name", "vllm"}, {"gen_ai.response.model", "llama"}};
+  agg.Record(s, clean);
+  int zero_stall_series = 0;
+  for (const auto& f : metrics.registry()->Collect()) {
+    if (f.name != "fabricscope_stalls_total") continue;
+    for (const auto& m : f.metric) {
+      std::map<std::string, std::string> l;
+      for (const auto& p : m.label) l[p.name] = p.value;
+      EXPECT_EQ(l["service"], "vllm");
+      EXPECT_EQ(l["model"], "llama");
+      EXPECT_EQ(m.counter.value, 0);
+      ++zero_stall_series;
+    }
+  }
+  EXPECT_EQ(zero_stall_series, 3);  // fabric, clean, unknown
+  for (size_t i = 0; i < SpanAggregates::kMaxWorkloads + 5; ++i) {
+    Span w = MakeSpan(2, kT0, 0.1);
+    w.attributes = {{"service.name", absl::StrCat("svc", i)}};
+    const auto labels = agg.WorkloadLabels(w);
+    if (i + 1 < SpanAggregates::kMaxWorkloads) {
+      EXPECT_EQ(labels.first, absl::StrCat("svc", i));
+    } else if (i + 1 > SpanAggregates::kMaxWorkloads) {
+      EXPECT_EQ(labels.first, "other");
+      EXPECT_EQ(labels.second, "other");
+    }
+  }
 }
 
 TEST(SpanAggregatesExemplarTest, WhichSeriesGetOne) {
@@ -124,18 +163,22 @@ TEST(SpanAggregatesExemplarTest, WrittenInOpenMetricsOnly) {
   const std::string ex =
       " # {trace_id=\"00000000000000000000000000000007\",span_id=\"0000000000000007\"} "
       "0.03 1700000000.000\n";
-  EXPECT_NE(om.find("fabricscope_stalls_total{name=\"decode\",verdict=\"fabric\"} 1" + ex),
+  EXPECT_NE(om.find("fabricscope_stalls_total{model=\"\",name=\"decode\",service=\"\","
+                    "verdict=\"fabric\"} 1" +
+                    ex),
             std::string::npos)
       << om;
-  EXPECT_NE(
-      om.find("fabricscope_stall_signals_total{name=\"decode\",signal=\"pfc_pause_seconds\"} 1" +
-              ex),
-      std::string::npos);
-  EXPECT_NE(om.find("fabricscope_spans_total{name=\"decode\",verdict=\"fabric\"} 1" + ex),
+  EXPECT_NE(om.find("fabricscope_stall_signals_total{model=\"\",name=\"decode\",service=\"\","
+                    "signal=\"pfc_pause_seconds\"} 1" +
+                    ex),
+            std::string::npos);
+  EXPECT_NE(om.find("fabricscope_spans_total{model=\"\",name=\"decode\",service=\"\","
+                    "verdict=\"fabric\"} 1" +
+                    ex),
             std::string::npos);
   // The histogram: on the first bucket that holds 0.03 (le="0.05"), once.
-  EXPECT_NE(om.find("fabricscope_stall_duration_seconds_bucket{name=\"decode\",verdict=\"fabric\","
-                    "le=\"0.05\"} 1" +
+  EXPECT_NE(om.find("fabricscope_stall_duration_seconds_bucket{model=\"\",name=\"decode\","
+                    "service=\"\",verdict=\"fabric\",le=\"0.05\"} 1" +
                     ex),
             std::string::npos);
   size_t n = 0;
