@@ -160,8 +160,8 @@ std::string StallCheckLine(const v1::SpanVerdict& v) {
   if (!v.has_stall_check()) return "";
   const v1::StallCheck& c = v.stall_check();
   const std::string& k = c.cost_kind();
-  std::string line = absl::StrCat("    ", v.stall() ? "stall: " : "cost: ", CostName(k), " ",
-                                  CostText(k, c.cost_seconds()));
+  std::string line =
+      absl::StrCat("    stall: ", CostName(k), " ", CostText(k, c.cost_seconds()));
   if (c.source() == "flag") {
     absl::StrAppend(&line, ", flagged fabricscope.stall=true");
   } else if (c.source() == "configured") {
@@ -344,9 +344,7 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
         v.stall() ? "  STALL" : "", "  ", verdict, "  trace ", Hex(v.trace_id()), " span ",
         Hex(v.span_id()), "\n");
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
-    if (v.stall() || v.stall_check().source() == "learned") {
-      absl::StrAppend(&out, StallCheckLine(v));
-    }
+    if (v.stall()) absl::StrAppend(&out, StallCheckLine(v));
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
     for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));

@@ -483,7 +483,8 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
   span.port_index = 0;
   span.paused_ms = w.paused_ns / 1e6;
   span.nominal_ms = options_.compute_ms + options_.comm_ms;
-  host.finished.push_back(std::move(span));
+  w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(host.span_rng, 8),
+                     &host.finished);
   w.in_comm = false;
   w.compute_ns = 0;
   w.paused_ns = 0;

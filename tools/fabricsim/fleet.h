@@ -218,6 +218,7 @@ class Fleet {
     double compute_ns = 0, bytes_left = 0, paused_ns = 0;
     int step_in_request = 0;
     std::string trace_id;
+    RequestTracker request;
   };
   struct Host {
     PortCounters counters;

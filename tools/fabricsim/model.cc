@@ -237,6 +237,34 @@ void Fabric::AdvanceTo(int64_t t_ns) {
   }
 }
 
+void RequestTracker::StepDone(SpanRecord step, int steps_per_request, std::string span_id,
+                              std::vector<SpanRecord>* out) {
+  if (steps == 0) {
+    start_ns = step.start_ns;
+    first_token_ns = step.end_ns;
+    paused_ms = 0;
+  }
+  paused_ms += step.paused_ms;
+  ++steps;
+  SpanRecord request;
+  if (steps >= steps_per_request) {
+    request.trace_id = step.trace_id;
+    request.span_id = std::move(span_id);
+    request.name = "llm_request";
+    request.request = true;
+    request.start_ns = start_ns;
+    request.end_ns = step.end_ns;
+    request.first_token_ns = first_token_ns;
+    request.tokens = steps;
+    request.port_index = step.port_index;
+    request.paused_ms = paused_ms;
+    request.nominal_ms = step.nominal_ms * steps;
+    steps = 0;
+  }
+  out->push_back(std::move(step));
+  if (request.request) out->push_back(std::move(request));
+}
+
 std::vector<SpanRecord> Fabric::TakeSpans() {
   std::vector<SpanRecord> out;
   out.swap(finished_);
@@ -400,7 +428,8 @@ void Fabric::StepWorker(int p, double sent_bytes, double lost_bytes, bool paused
   span.port_index = p;
   span.paused_ms = w.paused_ns / 1e6;
   span.nominal_ms = options_.compute_ms + options_.comm_ms;
-  finished_.push_back(std::move(span));
+  w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(span_rng_, 8),
+                     &finished_);
   w.in_comm = false;
   w.compute_ns = 0;
   w.paused_ns = 0;

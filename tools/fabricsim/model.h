@@ -252,6 +252,25 @@ struct SpanRecord {
   int port_index = 0;
   double paused_ms = 0;  // time the communication phase was paused by PFC
   double nominal_ms = 0;
+  // A request span (llm_request, GenAI-shaped as vLLM emits it): its first
+  // step produced the first token; `tokens` output tokens, one per step.
+  bool request = false;
+  int64_t first_token_ns = 0;
+  int tokens = 0;
+};
+
+// The request a decode worker is generating: one output token per decode
+// step, `steps_per_request` steps per request (one trace).
+struct RequestTracker {
+  int64_t start_ns = 0;
+  int64_t first_token_ns = 0;
+  double paused_ms = 0;
+  int steps = 0;
+  // Records a finished decode step (its span goes to `out`) and, after the
+  // request's last step, the request's span (same trace, its own span id
+  // from `span_id`).
+  void StepDone(SpanRecord step, int steps_per_request, std::string span_id,
+                std::vector<SpanRecord>* out);
 };
 
 // Scenario hook: fills the parameters of `port` at model time `now_ns`.
@@ -286,6 +305,7 @@ class Fabric {
     double paused_ns = 0;
     int step_in_request = 0;
     std::string trace_id;
+    RequestTracker request;
   };
   struct Port {
     Queue send;

@@ -426,6 +426,26 @@ absl::Status TreeWriter::Write(const TreeSource& fabric) {
 
 std::string SpanJson(const SpanRecord& span, const PortInfo& port, int64_t start_unix_ns,
                      absl::string_view scenario) {
+  if (span.request) {
+    // As vLLM's llm_request: OpenTelemetry GenAI attributes, latencies in
+    // seconds, no fabricscope attribute and no NIC hint (a serving engine
+    // does not know its NICs).
+    const double ttft = static_cast<double>(span.first_token_ns - span.start_ns) * 1e-9;
+    const double e2e = static_cast<double>(span.end_ns - span.start_ns) * 1e-9;
+    return absl::StrCat(
+        "{\"trace_id\":\"", span.trace_id, "\",\"span_id\":\"", span.span_id,
+        "\",\"name\":", JsonString(span.name), ",\"start_unix_nano\":", start_unix_ns + span.start_ns,
+        ",\"end_unix_nano\":", start_unix_ns + span.end_ns,
+        ",\"attributes\":{\"service.name\":\"fabricsim\",\"gen_ai.response.model\":\"sim-model\"",
+        ",\"gen_ai.request.id\":\"", span.span_id, "\",\"gen_ai.latency.time_in_queue\":\"0\"",
+        ",\"gen_ai.latency.time_to_first_token\":\"", absl::StrFormat("%.6f", ttft),
+        "\",\"gen_ai.latency.e2e\":\"", absl::StrFormat("%.6f", e2e),
+        "\",\"gen_ai.latency.time_in_model_decode\":\"", absl::StrFormat("%.6f", e2e - ttft),
+        "\",\"gen_ai.usage.prompt_tokens\":\"512\",\"gen_ai.usage.completion_tokens\":\"",
+        span.tokens, "\",\"fabricsim.scenario\":", JsonString(scenario),
+        ",\"fabricsim.port\":", JsonString(port.netdev), ",\"fabricsim.paused_ms\":\"",
+        absl::StrFormat("%.3f", span.paused_ms), "\"}}");
+  }
   return absl::StrCat(
       "{\"trace_id\":\"", span.trace_id, "\",\"span_id\":\"", span.span_id,
       "\",\"name\":", JsonString(span.name),

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -229,12 +230,43 @@ TEST(FabricsimModel, IncastMicroburstsMarkAndAreShort) {
   EXPECT_EQ(c.np_ecn_marked_roce_packets, b.np_ecn_marked_roce_packets);
 }
 
+// After every 64 decode steps of a port, its llm_request span: the steps'
+// trace, from the first step's start to the last's end, first token at the
+// first step's end, shaped as vLLM's (gen_ai.* attributes, no hints).
+TEST(FabricsimSpans, RequestsAreGenAiShaped) {
+  Sim sim("pfc_storm", 1);
+  sim.fabric.AdvanceTo(5'000 * kMs);
+  std::map<std::string, std::vector<SpanRecord>> steps;
+  int requests = 0;
+  for (const SpanRecord& s : sim.fabric.TakeSpans()) {
+    if (!s.request) {
+      steps[s.trace_id].push_back(s);
+      continue;
+    }
+    ++requests;
+    const std::vector<SpanRecord>& of = steps[s.trace_id];
+    ASSERT_EQ(of.size(), 64u);
+    EXPECT_EQ(s.tokens, 64);
+    EXPECT_EQ(s.start_ns, of.front().start_ns);
+    EXPECT_EQ(s.first_token_ns, of.front().end_ns);
+    EXPECT_EQ(s.end_ns, of.back().end_ns);
+    const std::string json = SpanJson(s, sim.fabric.ports()[s.port_index], kStart, "pfc_storm");
+    EXPECT_NE(json.find(R"("name":"llm_request")"), std::string::npos) << json;
+    EXPECT_NE(json.find(R"("gen_ai.usage.completion_tokens":"64")"), std::string::npos) << json;
+    EXPECT_NE(json.find(R"("gen_ai.latency.time_to_first_token":")"), std::string::npos);
+    EXPECT_EQ(json.find("rdma.device"), std::string::npos) << json;
+    EXPECT_EQ(json.find("\"kind\""), std::string::npos) << json;
+  }
+  EXPECT_GE(requests, 2);  // two ports, ~2 s a request
+}
+
 TEST(FabricsimSpans, DecodeStepsStretchWhenPaused) {
   Sim sim("pfc_storm", 1);
   sim.fabric.AdvanceTo(3'000 * kMs);
   double quiet_max = 0, stalled_max = 0;
   int quiet = 0;
   for (const SpanRecord& s : sim.fabric.TakeSpans()) {
+    if (s.request) continue;  // RequestsAreGenAiShaped
     double ms = static_cast<double>(s.end_ns - s.start_ns) / 1e6;
     EXPECT_EQ(s.trace_id.size(), 32u);
     EXPECT_EQ(s.span_id.size(), 16u);
