@@ -268,10 +268,11 @@ want_metric() {
   fail "$1: want $2, got '$got'"
 }
 want_metric 'fabricscope_spans_total{model="",name="decode_step",service="",verdict="clean"}' 4
-want_metric 'fabricscope_spans_total{model="",name="decode_step",service="",verdict="fabric"}' 1
+# The fabric one came over OTLP: its resource's service.name is a label.
+want_metric 'fabricscope_spans_total{model="",name="decode_step",service="e2e-inference",verdict="fabric"}' 1
 want_metric 'fabricscope_spans_total{model="",name="kv_transfer",service="",verdict="fabric"}' 1
-want_metric 'fabricscope_stalls_total{model="",name="decode_step",service="",verdict="fabric"}' 1
-want_metric 'fabricscope_stall_signals_total{model="",name="decode_step",service="",signal="pfc_pause_seconds"}' 1
+want_metric 'fabricscope_stalls_total{model="",name="decode_step",service="e2e-inference",verdict="fabric"}' 1
+want_metric 'fabricscope_stall_signals_total{model="",name="decode_step",service="e2e-inference",signal="pfc_pause_seconds"}' 1
 want_metric 'fabricscope_stall_duration_seconds_count{model="",name="decode_step",service="",verdict="clean"}' 4
 promtool_check "$WORK/m"
 grep -q 'trace_id=' "$WORK/m" && fail "exemplars in the text format"
@@ -343,7 +344,7 @@ curl -sf --max-time 5 -H 'Accept: application/openmetrics-text;version=1.0.0' \
 grep -qi '^content-type: application/openmetrics-text; version=1.0.0' "$WORK/om.headers" ||
   fail "OpenMetrics content type: $(cat "$WORK/om.headers")"
 [ "$(tail -n1 "$WORK/om")" = "# EOF" ] || fail "OpenMetrics body does not end with # EOF"
-grep -q "^fabricscope_stalls_total{model=\"\",name=\"decode_step\",service=\"\",verdict=\"fabric\"} 1 # {trace_id=\"$FABRIC_TRACE\",span_id=\"[0-9a-f]\{16\}\"} [0-9.e-]* [0-9]*\.[0-9]*$" "$WORK/om" ||
+grep -q "^fabricscope_stalls_total{model=\"\",name=\"decode_step\",service=\"e2e-inference\",verdict=\"fabric\"} 1 # {trace_id=\"$FABRIC_TRACE\",span_id=\"[0-9a-f]\{16\}\"} [0-9.e-]* [0-9]*\.[0-9]*$" "$WORK/om" ||
   fail "no exemplar with trace $FABRIC_TRACE on the stall counter: $(grep '^fabricscope_stall' "$WORK/om")"
 # gzip when asked (curl --compressed decodes it), 406 for a format we cannot serve.
 curl -sf --max-time 5 --compressed -H 'Accept: application/openmetrics-text' -D "$WORK/gz.headers" \
