@@ -426,7 +426,7 @@ const std::vector<Option>& Options() {
            "Learn which spans are stalls: per key (service and kind; GenAI requests: service "
            "and model, by time per output token; collectives: communicator, collective and "
            "message size, by time per byte) a span whose cost reaches max(median-factor x p50, "
-           "p50 + spread-factor x (p90 - p50)) of the key's recent spans is a stall. "
+           "p50 x (p75 / p50)^spread-factor) of the key's recent spans is a stall. "
            "--stall-thresholds still win for the names they list.",
            kRestart, &Config::stall_learning),
       Integer("stall-warmup",
@@ -441,8 +441,8 @@ const std::vector<Option>& Options() {
              "A learned stall costs at least FACTOR times its key's median.", kRestart,
              &Config::stall_median_factor, AtLeast(1, 1e6)),
       Number("stall-spread-factor", "FACTOR",
-             "A learned stall costs at least the key's median plus FACTOR times its p90 - p50 "
-             "spread.",
+             "A learned stall costs at least the key's median times (p75 / p50)^FACTOR: FACTOR "
+             "upper-quartile spreads above the median, in log terms.",
              kRestart, &Config::stall_spread_factor, AtLeast(0, 1e6)),
       Integer("stall-max-keys",
               "Keys the stall learner learns; spans of further keys are judged by "

@@ -36,7 +36,9 @@ const MetricSpec& kUnkeyed = DefineMetric(
              "are judged by fabricscope.stall and --stall-thresholds only).",
      .component = "correlate"});
 
-constexpr size_t kMaxKeyPart = 64;  // bytes of a service, model or communicator in a key
+constexpr size_t kMaxKeyPart = 64;
+constexpr uint64_t kStallLearnEvery = 8;
+constexpr double kSpreadQuantile = 0.75;  // bytes of a service, model or communicator in a key
 
 std::string KeyPart(absl::string_view v) {
   if (v.empty()) return "-";
@@ -204,6 +206,7 @@ struct StallLearner::KeyState {
   SpanKind kind;
   StallCost cost;
   QuantileSketch sketch;
+  uint64_t stalls_seen = 0;  // learned stalls judged
   prometheus::Gauge* bound_gauge = nullptr;
   prometheus::Gauge* samples_gauge = nullptr;
 };
@@ -229,8 +232,8 @@ StallLearner::StallLearner(StallLearnerOptions options, MetricsRegistry* metrics
 
 StallLearner::~StallLearner() = default;
 
-double StallLearner::Bound(double p50, double p90, double median_factor, double spread_factor) {
-  return std::max(median_factor * p50, p50 + spread_factor * std::max(0.0, p90 - p50));
+double StallLearner::Bound(double p50, double p75, double median_factor, double spread_factor) {
+  return std::max(median_factor * p50, p50 * std::pow(std::max(1.0, p75 / p50), spread_factor));
 }
 
 std::string StallLearner::SizeBucket(uint64_t bytes) {
@@ -330,7 +333,7 @@ void StallLearner::Judge(Span* span) {
   }
   const uint64_t n = state->sketch.count();
   double q[3] = {0, 0, 0};
-  static constexpr double kQs[3] = {0.5, 0.9, 0.99};
+  static constexpr double kQs[3] = {0.5, kSpreadQuantile, 0.99};
   if (n > 0) state->sketch.Quantiles(kQs, 3, q);
   const bool learned = n >= options_.warmup && q[0] > 0;
   const double bound =
@@ -357,7 +360,13 @@ void StallLearner::Judge(Span* span) {
     // cost the configured duration's; say so only when the units agree.
     if (cost != StallCost::kDuration) j.median = j.p99 = 0;
   }
-  state->sketch.Add(value);
+  // A learned stall is learned from at 1 in kStallLearnEvery: an episode's
+  // stalls do not become the key's normal (they would hide the rest of the
+  // episode), while a workload that really got slower still becomes it.
+  if (!(j.source == StallSource::kLearned && j.stall) ||
+      ++state->stalls_seen % kStallLearnEvery == 0) {
+    state->sketch.Add(value);
+  }
   UpdateGauges(state);
 }
 
@@ -366,7 +375,7 @@ void StallLearner::UpdateGauges(KeyState* state) const {
   const uint64_t n = state->sketch.count();
   state->samples_gauge->Set(static_cast<double>(n));
   if (n < options_.warmup) return;
-  static constexpr double kQs[2] = {0.5, 0.9};
+  static constexpr double kQs[2] = {0.5, kSpreadQuantile};
   double q[2] = {0, 0};
   state->sketch.Quantiles(kQs, 2, q);
   state->bound_gauge->Set(Bound(q[0], q[1], options_.median_factor, options_.spread_factor) * 1e-9);
@@ -388,7 +397,7 @@ std::vector<LearnedBound> StallLearner::Bounds() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LearnedBound> out;
   out.reserve(keys_.size());
-  static constexpr double kQs[3] = {0.5, 0.9, 0.99};
+  static constexpr double kQs[3] = {0.5, kSpreadQuantile, 0.99};
   for (const auto& [key, s] : keys_) {
     LearnedBound b;
     b.key = key;
@@ -398,10 +407,10 @@ std::vector<LearnedBound> StallLearner::Bounds() const {
     double q[3] = {0, 0, 0};
     s->sketch.Quantiles(kQs, 3, q);
     b.p50 = q[0];
-    b.p90 = q[1];
+    b.p75 = q[1];
     b.p99 = q[2];
     if (b.samples >= options_.warmup && b.p50 > 0) {
-      b.bound = Bound(b.p50, b.p90, options_.median_factor, options_.spread_factor);
+      b.bound = Bound(b.p50, b.p75, options_.median_factor, options_.spread_factor);
     }
     out.push_back(std::move(b));
   }

@@ -23,23 +23,28 @@
 // fills).
 //
 // The rule. After `warmup` samples of its key, a span is a stall when
-//   cost >= bound = max(median_factor x p50, p50 + spread_factor x (p90 - p50))
-// (defaults 2 and 4). The median and the p90 are the learned figures, not the
-// p99: a congestion episode makes many spans of a key slow at once, and a
-// window that holds a few percent of stalls moves its p99 into them (half of
-// an episode's stalls would then hide below it) while its p50 and p90 stay
-// put up to 10 % contamination. The spread term widens the bound for keys
-// whose costs are naturally wide (a lognormal with sigma 0.3 has p99 = 2.0 x
-// p50 and the bound 2.9 x p50); the median factor keeps a tight key from
-// calling a 20 % wobble a stall. bench/README.md ("Stall detection") has the
-// precision and recall of this rule against injected slow requests and
-// collectives, and of the p99 rule it replaced.
+//   cost >= bound = max(median_factor x p50, p50 x (p75 / p50)^spread_factor)
+// (defaults 2 and 4): at least twice the key's median, and at least four
+// upper-quartile spreads above it in log terms (latencies spread
+// multiplicatively: for a lognormal with sigma s the second term is
+// e^(2.7 s) x p50, its 99.65th percentile; for s = 0.6 it is 5 x p50). The
+// figures are the median and p75, not the p99 or p90: a congestion episode
+// makes many spans of a key slow at once (every request whose decode overlaps
+// it, mildly), and a window that holds a few percent of slow spans moves its
+// p99 into them and its p90 up, while its p50 and p75 stay put up to 25 %
+// contamination; and a learned stall is learned from at 1 in 8 (below). The
+// median factor keeps a tight key from calling a 30 % wobble a stall.
+// bench/README.md ("Stall detection") has the precision and recall of this
+// rule against injected slow requests, decode steps and collectives, and of
+// the p99 and p90 rules it was chosen over.
 //
 // Precedence: fabricscope.stall=true (a stall, source flag), then a
 // --stall-thresholds entry for the span's name (source configured: the
 // configured duration decides, learned or not), then the learned bound.
-// Every span with a key is learned from, stalls included (the robust figures
-// absorb them; a shifted workload becomes the new normal within a window).
+// Every span with a key is learned from, except that a span the learned bound
+// calls a stall is learned at 1 in 8: an episode's stalls do not become the
+// key's normal (hiding the rest of the episode), while a workload that really
+// got slower still becomes the new normal, a few windows later.
 //
 // Bounds: at most max_keys keys (a span whose key does not fit is judged by
 // flag/threshold only and counted in fabricscope_stall_learning_unkeyed_total);
@@ -117,7 +122,7 @@ struct LearnedBound {
   SpanKind kind = SpanKind::kOther;
   StallCost cost = StallCost::kDuration;
   uint64_t samples = 0;
-  double p50 = 0, p90 = 0, p99 = 0;
+  double p50 = 0, p75 = 0, p99 = 0;
   double bound = 0;  // 0 while warming up
 };
 
@@ -145,7 +150,7 @@ class StallLearner {
   absl::Status Restore(absl::string_view dump);
 
   // The bound rule on learned figures (exposed for the benchmark).
-  static double Bound(double p50, double p90, double median_factor, double spread_factor);
+  static double Bound(double p50, double p75, double median_factor, double spread_factor);
 
   // "1KiB", "4MiB": the power-of-two bucket of a message size (its ceiling).
   static std::string SizeBucket(uint64_t bytes);

@@ -146,7 +146,7 @@ TEST(StallLearner, LearnedBoundSeparatesSlowSpans) {
 
 // A congestion episode: 5 % of the window slow. The p99 sits among the slow
 // spans, so a "> p99" rule would miss about half of them; the learned rule
-// uses p50 and p90 and catches every one.
+// uses p50 and p75 and catches every one.
 TEST(StallLearner, AnEpisodeDoesNotHideItsOwnStalls) {
   StallLearner learner(Options(), nullptr);
   std::mt19937_64 rng(2);
