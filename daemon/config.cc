@@ -398,6 +398,12 @@ const std::vector<Option>& Options() {
       Duration("ingest-stream-idle-timeout",
                "An ingest stream that sends nothing for this long is cancelled (its slot freed).",
                kRestart, &Config::stream_idle_timeout),
+      String("nccl-inspector-dir", "DIR",
+             "Tail the NCCL Inspector profiler plugin's dump files in DIR "
+             "(NCCL_INSPECTOR_DUMP_DIR): every collective record becomes a collective span of its "
+             "process (and its GPU, from the process's open /dev/nvidiaN), judged and correlated "
+             "like any other; offsets are kept in --state-dir. Empty: off.",
+             kRestart, &Config::nccl_inspector_dir),
       String("span-kind-patterns", "LIST",
              "Span kind from the span name for spans without an explicit kind or "
              "fabricscope.kind attribute: REGEX=KIND entries separated by ';' (case-insensitive "

@@ -96,6 +96,8 @@ struct Config {
   double stall_median_factor = 2.0;
   double stall_spread_factor = 4.0;
   uint64_t stall_max_keys = 1024;
+  // NCCL Inspector dump directory (daemon/ingest/nccl_inspector.h); empty: off.
+  std::string nccl_inspector_dir;
   uint64_t max_span_names = 100;
   double correlate_rate_factor = 3.0;
   double correlate_pause_fraction = 0.05;

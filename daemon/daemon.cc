@@ -191,6 +191,15 @@ absl::Status Daemon::Init() {
   ingester_ = std::make_unique<SpanIngester>(limits, *std::move(classifier), span_store_.get(),
                                              clock_, &metrics_);
   ingester_->SetStallLearner(stall_learner_.get());
+  if (!config_.nccl_inspector_dir.empty()) {
+    NcclInspectorOptions nopt;
+    nopt.dir = config_.nccl_inspector_dir;
+    if (!config_.state_dir.empty()) {
+      nopt.offsets_file = absl::StrCat(config_.state_dir, "/nccl-inspector.offsets");
+    }
+    nccl_inspector_ =
+        std::make_unique<NcclInspectorTailer>(std::move(nopt), ingester_.get(), clock_, &metrics_);
+  }
   ingest_service_ =
       std::make_unique<IngestService>(ingester_.get(), config_.stream_idle_timeout, &metrics_);
   otlp_service_ = std::make_unique<OtlpTraceService>(ingester_.get());
@@ -383,6 +392,7 @@ absl::Status Daemon::CheckPaths() const {
       {"web.config.file", config_.web_config_file, Access::kReadFile},
       {"metrics-auth-file", config_.metrics_auth_file, Access::kReadFile},
       {"replay", config_.replay_file, Access::kReadFile},
+      {"nccl-inspector-dir", config_.nccl_inspector_dir, Access::kReadDir},
       // Recordings that cannot be written are counted and the daemon goes on
       // (fabricscope_incident_write_errors_total): said now as well.
       {"incident-dir", config_.incident_dir, Access::kWriteDir},
@@ -481,6 +491,7 @@ int Daemon::Run() {
   scheduler_->Start();
   correlation_worker_->Start();
   if (replay_) replay_->Start();
+  if (nccl_inspector_) nccl_inspector_->Start();
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -509,6 +520,7 @@ int Daemon::Run() {
   grpc_server_->Shutdown(absl::Milliseconds(200));
   const std::string grpc_took = stage();
   if (replay_) replay_->Stop();
+  if (nccl_inspector_) nccl_inspector_->Stop();
   correlation_worker_->Stop();
   scheduler_->Stop();
   const std::string workers_took = stage();

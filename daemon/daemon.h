@@ -37,6 +37,7 @@
 #include "daemon/correlate/stall_learner.h"
 #include "daemon/detect/detectors.h"
 #include "daemon/detect/event_log.h"
+#include "daemon/ingest/nccl_inspector.h"
 #include "daemon/ingest/span_ingester.h"
 #include "daemon/query/query_engine.h"
 #include "daemon/recording/incident_writer.h"
@@ -110,6 +111,7 @@ class Daemon {
   // --incident-dir: the event log's observer; reads the store and span store.
   std::unique_ptr<IncidentWriter> incident_writer_;
   std::unique_ptr<SpanIngester> ingester_;
+  std::unique_ptr<NcclInspectorTailer> nccl_inspector_;  // --nccl-inspector-dir
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<OtlpTraceService> otlp_service_;
   // Other gRPC services (the Query service) go here, before grpc_server_.

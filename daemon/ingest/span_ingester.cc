@@ -53,7 +53,15 @@ constexpr IngestProtocol kProtocols[] = {IngestProtocol::kNative, IngestProtocol
 }  // namespace
 
 absl::string_view IngestProtocolName(IngestProtocol protocol) {
-  return protocol == IngestProtocol::kNative ? "native" : "otlp";
+  switch (protocol) {
+    case IngestProtocol::kNative:
+      return "native";
+    case IngestProtocol::kOtlp:
+      return "otlp";
+    case IngestProtocol::kNcclInspector:
+      return "nccl_inspector";
+  }
+  return "native";
 }
 
 std::string IngestResult::Summary() const {
@@ -95,6 +103,28 @@ SpanIngester::SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifi
     repaired_[pi] = &metrics->Counter(kIngestStringsRepaired)
                          .Add({{"protocol", protocol}, {"reason", "invalid_utf8"}});
   }
+  metrics_ = metrics;
+}
+
+void SpanIngester::RegisterOwn(IngestProtocol protocol) {
+  // The daemon's own spans: only their results (no requests, no admission).
+  const int pi = static_cast<int>(protocol);
+  for (int r = 0; r < kNumRejectReasons; ++r) {
+    by_reason_[pi][r] =
+        &metrics_->Counter(kIngestSpans)
+             .Add({{"protocol", std::string(IngestProtocolName(protocol))},
+                   {"result", std::string(RejectReasonName(static_cast<RejectReason>(r)))}});
+  }
+}
+
+IngestResult SpanIngester::IngestOwn(IngestProtocol protocol, std::vector<Span> spans) {
+  IngestResult result;
+  const int64_t now_ns = clock_->RealtimeNs();
+  std::vector<Span> accepted;
+  accepted.reserve(spans.size());
+  for (Span& span : spans) Record(RejectReason::kNone, "", &span, &accepted, &result, now_ns);
+  Commit(protocol, std::move(accepted), IngestResult{}, result);
+  return result;
 }
 
 absl::StatusOr<SpanIngester::Ticket> SpanIngester::Admit(IngestProtocol protocol,

@@ -41,8 +41,11 @@
 
 namespace fabricscope {
 
-enum class IngestProtocol : uint8_t { kNative = 0, kOtlp = 1 };
-absl::string_view IngestProtocolName(IngestProtocol protocol);  // "native", "otlp"
+// kNcclInspector: spans the daemon makes itself from NCCL Inspector dump
+// files (daemon/ingest/nccl_inspector.h), through IngestOwn.
+enum class IngestProtocol : uint8_t { kNative = 0, kOtlp = 1, kNcclInspector = 2 };
+// "native", "otlp", "nccl_inspector"
+absl::string_view IngestProtocolName(IngestProtocol protocol);
 
 struct SpanRejectionInfo {
   uint64_t index = 0;  // position in the request (or stream)
@@ -69,6 +72,15 @@ class SpanIngester {
  public:
   SpanIngester(IngestLimits limits, std::unique_ptr<SpanKindClassifier> classifier,
                SpanStore* store, Clock* clock, MetricsRegistry* metrics);
+
+  // Spans the daemon made itself (the NCCL Inspector tailer): validated,
+  // judged and stored as a request's would be, counted in
+  // fabricscope_ingest_spans_total under `protocol`. No admission: the caller
+  // bounds what it passes.
+  // RegisterOwn(protocol) first (once, before any call; it declares the
+  // protocol's series).
+  IngestResult IngestOwn(IngestProtocol protocol, std::vector<Span> spans);
+  void RegisterOwn(IngestProtocol protocol);
 
   // Judges every accepted span (and adds the spans derived from it) before it
   // is stored: StallLearner::PrepareSpans. Borrowed; set before the first
@@ -142,11 +154,12 @@ class SpanIngester {
   const IngestLimits limits_;
   const std::unique_ptr<SpanKindClassifier> classifier_;
   SpanStore* const store_;
+  MetricsRegistry* metrics_ = nullptr;
   StallLearner* learner_ = nullptr;
   Clock* const clock_;
   std::atomic<int> in_flight_{0};
   // [protocol][RejectReason], plus the two request-level results.
-  prometheus::Counter* by_reason_[2][kNumRejectReasons] = {};
+  prometheus::Counter* by_reason_[3][kNumRejectReasons] = {};
   prometheus::Counter* request_too_large_[2] = {};
   prometheus::Counter* overload_[2] = {};
   prometheus::Counter* refused_calls_[2] = {};
