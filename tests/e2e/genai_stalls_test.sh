@@ -14,6 +14,13 @@
 # priority 3 by the learned bound (time per output token); the slow quiet one
 # a stall judged clean; no normal request a stall, however long; the learned
 # bound on /metrics; the stall counters by service and model.
+#
+# The same for NCCL Inspector dump files (--nccl-inspector-dir): 260 normal
+# AllReduce records of 4 MiB (~6 ms, verbose kernel timestamps) in the quiet
+# phase, 4 ten times slower and 4 normal ones inside the burst, 1 slow one
+# after it, appended to the file of a process as the plugin would: the slow
+# burst collectives are stalls judged fabric on fsroce1 (time per byte), the
+# quiet slow one a stall judged clean, no normal one a stall.
 source "$(dirname "$0")/lib.sh"
 
 CLI="$BIN/fabricscope"
@@ -66,8 +73,13 @@ keep() {
   done
 }
 
+NCCL="$WORK/nccl"
+mkdir -p "$NCCL"
+INSPECTOR_LOG="$NCCL/gpu-node-pid31337.log"
+: >"$INSPECTOR_LOG"
 start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool \
-  --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --baseline-window=2s
+  --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
+  --nccl-inspector-dir="$NCCL"
 GRPC_ADDR=""
 for _ in $(seq 1 $(tries 50)); do
   GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
@@ -92,6 +104,14 @@ request() {
     "$1" "$2" "$3" "$4" "$5" >>"$REQ"
 }
 ms_ns() { echo $(($1 * 1000000)); }
+COLL=""  # NCCL Inspector records, appended to the dump file after each phase
+SN=0
+# collective TAG START_US EXEC_US: one verbose coll_perf record (4 MiB).
+collective() {
+  SN=$((SN + 1))
+  COLL+=$(printf '{"header": {"id": "0xc0ffee", "comm_name": "tp0", "rank": 0, "n_ranks": 8, "nnodes": 1}, "metadata": {"inspector_output_format_version": "v4.0", "dump_timestamp_us": %s, "hostname": "gpu-node", "pid": 31337}, "coll_perf": {"coll": "AllReduce", "coll_sn": %s, "coll_msg_size_bytes": 4194304, "coll_exec_time_us": %s, "coll_timing_source": "kernel_gpu", "coll_algobw_gbs": 16.7, "coll_busbw_gbs": 29.3, "event_trace_ts": {"kernel_events": [{"channel_id": 0, "kernel_start_ts": %s, "kernel_stop_ts": %s}]}, "tag": "%s"}}' \
+    "$(($2 + $3 + 50))" "$SN" "$3" "$2" "$(($2 + $3))" "$1")$'\n'
+}
 
 # Quiet: 260 normal requests inside [Q0, Q0 + 3.1 s].
 Q0=$(($(now_us) * 1000))
@@ -99,7 +119,10 @@ keep 3300
 for i in $(seq 1 260); do
   request "normal-$i" $((Q0 + $(ms_ns $((RANDOM % 1400))))) 0.0$((4 + RANDOM % 6)) \
     $((20 + RANDOM % 61)) "$((18 + RANDOM % 4)).$((RANDOM % 10))"
+  collective "normal-$i" $((Q0 / 1000 + 300000 + i * 10000)) $((5800 + RANDOM % 401))
 done
+printf '%s' "$COLL" >>"$INSPECTOR_LOG"
+COLL=""
 
 # Burst on fsroce1: slow and normal requests inside it.
 B0=$(($(now_us) * 1000))
@@ -107,12 +130,16 @@ burst fsroce1 2500
 for i in 1 2 3 4; do
   request "slow-burst-$i" $((B0 + $(ms_ns $((200 + 20 * i))))) 0.05 12 150
   request "normal-burst-$i" $((B0 + $(ms_ns $((250 + 20 * i))))) 0.05 80 20
+  collective "slow-burst-$i" $((B0 / 1000 + 500000 + i * 300000)) 60000
+  collective "normal-burst-$i" $((B0 / 1000 + 600000 + i * 300000)) 6000
 done
 
 # Quiet again: one slow request.
 C0=$(($(now_us) * 1000))
 keep 2600
 request "slow-quiet" $((C0 + $(ms_ns 300))) 0.05 12 150
+collective "slow-quiet" $((C0 / 1000 + 1500000)) 60000
+printf '%s' "$COLL" >>"$INSPECTOR_LOG"
 
 # Two exports: the quiet requests first (the SDK's batches of one export may
 # arrive in any order; a learner judges each span by what came before it).
@@ -169,4 +196,22 @@ M='model="meta-llama/Llama-3.1-8B-Instruct",name="llm_request",service="vllm"'
 want "fabricscope_stalls_total{$M,verdict=\"fabric\"}" 4
 want "fabricscope_stalls_total{$M,verdict=\"clean\"}" 1
 want "fabricscope_stalls_total{$M,verdict=\"unknown\"}" 0
-echo "PASS: 269 vLLM-shaped requests, no thresholds: 5 stalls learned (4 fabric on fsroce1, 1 clean), bound ${bound}s per token"
+
+# The NCCL Inspector collectives: the record's sn tells its tag.
+jq -c '[.spans[] | select(.name == "AllReduce")]' "$WORK/c.json" >"$WORK/colls.json"
+[ "$(jq length "$WORK/colls.json")" = 269 ] || fail "want 269 collective spans, got $(jq length "$WORK/colls.json")"
+want "fabricscope_nccl_inspector_records_total{result=\"span\"}" 269
+want "fabricscope_nccl_inspector_records_total{result=\"malformed\"}" 0
+# sn 1-260 quiet normal; then per burst i: slow (260 + 2i - 1), normal (260 + 2i); 269 slow quiet.
+"$CLI" --server="$GRPC_ADDR" correlate --since 2m --all --limit 0 --output json >"$WORK/c2.json"
+coll_stalls=$(jq -c '[.spans[] | select(.name == "AllReduce" and .stall) | .start_unix_nano] | length' "$WORK/c2.json")
+[ "$coll_stalls" = 5 ] || fail "want 5 collective stalls, got $coll_stalls"
+jq -e '[.spans[] | select(.name == "AllReduce" and .stall)] | sort_by(.start_unix_nano)
+    | (.[0:4] | all(.verdict == "fabric" and .stall_check.cost_kind == "time_per_byte"
+                    and .stall_check.source == "learned" and .stall_check.key == "tp0 AllReduce 4MiB"
+                    and (.signals | any(.anomalous and .netdev == "fsroce1"))))
+      and (.[4].verdict == "clean")' "$WORK/c2.json" >/dev/null ||
+  fail "collective stalls: $(jq -c '[.spans[] | select(.name == "AllReduce" and .stall) | {verdict, stall_check}]' "$WORK/c2.json")"
+grep -q 'stall: bandwidth .* GB/s vs learned' <("$CLI" --server="$GRPC_ADDR" correlate --since 2m --stalls --limit 0) ||
+  fail "correlate does not explain a collective stall"
+echo "PASS: 269 vLLM-shaped requests and 269 Inspector collectives, no thresholds: 5 stalls each (4 fabric on fsroce1, 1 clean); learned TPOT bound ${bound}s"
