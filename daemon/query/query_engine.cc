@@ -176,7 +176,27 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
   }
   CorrelateSummary sum = SelectSpans(query.selection, query.max_listed, &out);
   if (summary != nullptr) *summary = std::move(sum);
+  if (spans_ != nullptr) {
+    for (CorrelatedSpan& c : out) c.steps = StepEvidence(*c.span);
+  }
   return out;
+}
+
+std::vector<SpanRef> QueryEngine::StepEvidence(const Span& request) const {
+  std::vector<SpanRef> steps;
+  if (request.phase != "decode") return steps;
+  const std::pair<int64_t, int64_t> w = JudgedWindow(request);
+  for (SpanRef& s : spans_->FindOverlapping(w.first, w.second, {}, 4096)) {
+    if (s->kind != SpanKind::kCollective || !s->judgement.stall) continue;
+    if (s->start_unix_nano < w.first || s->end_unix_nano > w.second) continue;
+    if (!request.gpu.empty() && !s->gpu.empty() && request.gpu != s->gpu) continue;
+    steps.push_back(std::move(s));
+  }
+  std::sort(steps.begin(), steps.end(), [](const SpanRef& a, const SpanRef& b) {
+    return a->end_unix_nano - a->start_unix_nano > b->end_unix_nano - b->start_unix_nano;
+  });
+  if (steps.size() > CorrelatedSpan::kMaxSteps) steps.resize(CorrelatedSpan::kMaxSteps);
+  return steps;
 }
 
 absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery& query,

@@ -86,6 +86,12 @@ struct CorrelateQuery {
 struct CorrelatedSpan {
   SpanRef span;
   SpanCorrelation correlation;
+  // A GenAI request's step-level evidence (daemon/spans/genai.h): the stalled
+  // collective spans held for this host inside its judged (decode) window, on
+  // its GPU where both name one, longest first, at most kMaxSteps. Filled for
+  // the listed spans only.
+  std::vector<SpanRef> steps;
+  static constexpr size_t kMaxSteps = 10;
 };
 
 // A signal blamed for fabric spans: the top-ranked anomalous series of each
@@ -199,6 +205,8 @@ class QueryEngine {
   // The verdict of one span that need not be in the span store (offline
   // analysis of a recording), trimmed as in Correlate.
   SpanCorrelation CorrelateSpan(const Span& span, bool include_all_series) const;
+  // CorrelatedSpan::steps of `request` (empty without a span store).
+  std::vector<SpanRef> StepEvidence(const Span& request) const;
 
   // Matching series in store order, at most max_series, each with its newest
   // max_samples_per_series samples in the range; `left_out`, when not null,

@@ -168,6 +168,34 @@ void LinkPartnerToProto(const LinkPartner& partner, v1::LinkPartner* out) {
   out->set_source(partner.source);
 }
 
+namespace {
+
+void StallCheckToProto(const StallJudgement& j, v1::StallCheck* check) {
+  check->set_source(std::string(StallSourceName(j.source)));
+  check->set_cost_kind(std::string(StallCostName(j.cost_kind)));
+  check->set_cost_seconds(j.cost * 1e-9);
+  check->set_bound_seconds(j.bound * 1e-9);
+  check->set_median_seconds(j.median * 1e-9);
+  check->set_p99_seconds(j.p99 * 1e-9);
+  check->set_samples(j.samples);
+  check->set_key(j.key);
+}
+
+}  // namespace
+
+void StepsToProto(const std::vector<SpanRef>& steps, v1::SpanVerdict* out) {
+  for (const SpanRef& s : steps) {
+    v1::StepEvidence* e = out->add_steps();
+    e->set_trace_id(std::string(s->trace_id.begin(), s->trace_id.end()));
+    e->set_span_id(std::string(s->span_id.begin(), s->span_id.end()));
+    e->set_name(s->name);
+    e->set_start_unix_nano(static_cast<uint64_t>(s->start_unix_nano));
+    e->set_end_unix_nano(static_cast<uint64_t>(s->end_unix_nano));
+    e->set_gpu(s->gpu);
+    if (s->judgement.judged) StallCheckToProto(s->judgement, e->mutable_stall_check());
+  }
+}
+
 void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict* out,
                      const HostTopology* topology) {
   out->set_trace_id(std::string(span.trace_id.begin(), span.trace_id.end()));
@@ -198,17 +226,7 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
       out->set_model(v);
     }
   }
-  if (const StallJudgement& j = span.judgement; j.judged) {
-    v1::StallCheck* check = out->mutable_stall_check();
-    check->set_source(std::string(StallSourceName(j.source)));
-    check->set_cost_kind(std::string(StallCostName(j.cost_kind)));
-    check->set_cost_seconds(j.cost * 1e-9);
-    check->set_bound_seconds(j.bound * 1e-9);
-    check->set_median_seconds(j.median * 1e-9);
-    check->set_p99_seconds(j.p99 * 1e-9);
-    check->set_samples(j.samples);
-    check->set_key(j.key);
-  }
+  if (span.judgement.judged) StallCheckToProto(span.judgement, out->mutable_stall_check());
   for (const BlindSeries& b : c.blind) {
     v1::BlindSeries* blind = out->add_blind();
     blind->set_signal(b.signal);

@@ -34,6 +34,8 @@ QueryTimeRange TimeRangeFromProto(const v1::TimeRange& range);
 // A span's verdict with every series of `correlation` (the engine trims them).
 void FillSpanVerdict(const Span& span, const SpanCorrelation& correlation, v1::SpanVerdict* out,
                      const HostTopology* topology = nullptr);
+// A request's step-level evidence (CorrelatedSpan::steps) into `out->steps`.
+void StepsToProto(const std::vector<SpanRef>& steps, v1::SpanVerdict* out);
 void CorrelateSummaryToProto(const CorrelateSummary& summary, v1::CorrelateSummary* out);
 void SeriesToProto(const SeriesSamples& series, v1::SeriesData* out);
 void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* topology = nullptr);

@@ -55,7 +55,9 @@ grpc::Status QueryService::Correlate(grpc::ServerContext* context,
   CorrelateSummaryToProto(summary, response->mutable_summary());
   const HostTopology topology = engine_->Topology();
   for (const CorrelatedSpan& s : *spans) {
-    FillSpanVerdict(*s.span, s.correlation, response->add_spans(), &topology);
+    v1::SpanVerdict* verdict = response->add_spans();
+    FillSpanVerdict(*s.span, s.correlation, verdict, &topology);
+    StepsToProto(s.steps, verdict);
   }
   return grpc::Status::OK;
 }

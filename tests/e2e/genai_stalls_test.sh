@@ -212,6 +212,12 @@ jq -e '[.spans[] | select(.name == "AllReduce" and .stall)] | sort_by(.start_uni
                     and (.signals | any(.anomalous and .netdev == "fsroce1"))))
       and (.[4].verdict == "clean")' "$WORK/c2.json" >/dev/null ||
   fail "collective stalls: $(jq -c '[.spans[] | select(.name == "AllReduce" and .stall) | {verdict, stall_check}]' "$WORK/c2.json")"
+# Step-level evidence: a slow burst request lists the slow collectives inside
+# its decode (the second export ran after the Inspector records were read).
+jq -e '[.spans[] | select(.name == "llm_request" and .stall and .verdict == "fabric")]
+    | any(.steps | length > 0 and all(.name == "AllReduce" and .cost_kind == "time_per_byte"))' \
+  "$WORK/c2.json" >/dev/null ||
+  fail "no step evidence on the slow burst requests: $(jq -c '[.spans[] | select(.name == "llm_request" and .stall) | .steps]' "$WORK/c2.json")"
 grep -q 'stall: bandwidth .* GB/s vs learned' <("$CLI" --server="$GRPC_ADDR" correlate --since 2m --stalls --limit 0) ||
   fail "correlate does not explain a collective stall"
 echo "PASS: 269 vLLM-shaped requests and 269 Inspector collectives, no thresholds: 5 stalls each (4 fabric on fsroce1, 1 clean); learned TPOT bound ${bound}s"

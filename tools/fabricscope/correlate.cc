@@ -160,8 +160,7 @@ std::string StallCheckLine(const v1::SpanVerdict& v) {
   if (!v.has_stall_check()) return "";
   const v1::StallCheck& c = v.stall_check();
   const std::string& k = c.cost_kind();
-  std::string line =
-      absl::StrCat("    stall: ", CostName(k), " ", CostText(k, c.cost_seconds()));
+  std::string line = absl::StrCat("    stall: ", CostName(k), " ", CostText(k, c.cost_seconds()));
   if (c.source() == "flag") {
     absl::StrAppend(&line, ", flagged fabricscope.stall=true");
   } else if (c.source() == "configured") {
@@ -187,6 +186,37 @@ std::string StallCheckLine(const v1::SpanVerdict& v) {
                     "\n");
   }
   return line;
+}
+
+// "    step: AllReduce 60.0ms at ...  bandwidth 0.1 GB/s vs learned 0.6 GB/s"
+std::string StepLines(const v1::SpanVerdict& v) {
+  std::string out;
+  for (const v1::StepEvidence& e : v.steps()) {
+    const v1::StallCheck& c = e.stall_check();
+    absl::StrAppend(
+        &out, "    step: ", e.name(), " ",
+        FormatDurationShort(static_cast<int64_t>(e.end_unix_nano() - e.start_unix_nano())), " at ",
+        FormatUnixNano(static_cast<int64_t>(e.start_unix_nano())), "  ", CostName(c.cost_kind()),
+        " ", CostText(c.cost_kind(), c.cost_seconds()), " vs learned ",
+        CostText(c.cost_kind(), c.bound_seconds()), "  span ", Hex(e.span_id()), "\n");
+  }
+  return out;
+}
+
+std::string StepsJson(const v1::SpanVerdict& v) {
+  std::string out = ",\"steps\":[";
+  for (int i = 0; i < v.steps_size(); ++i) {
+    const v1::StepEvidence& e = v.steps(i);
+    absl::StrAppend(&out, i ? "," : "", "{\"trace_id\":", JsonString(Hex(e.trace_id())),
+                    ",\"span_id\":", JsonString(Hex(e.span_id())),
+                    ",\"name\":", JsonString(e.name()),
+                    ",\"start_unix_nano\":", e.start_unix_nano(),
+                    ",\"end_unix_nano\":", e.end_unix_nano(), ",\"gpu\":", JsonString(e.gpu()),
+                    ",\"cost_kind\":", JsonString(e.stall_check().cost_kind()),
+                    ",\"cost_seconds\":", JsonNumber(e.stall_check().cost_seconds()),
+                    ",\"bound_seconds\":", JsonNumber(e.stall_check().bound_seconds()), "}");
+  }
+  return out + "]";
 }
 
 std::string StallCheckJson(const v1::SpanVerdict& v) {
@@ -308,7 +338,7 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
         ",\"stall\":", v.stall() ? "true" : "false",
         ",\"verdict\":", JsonString(VerdictText(v.verdict())),
         ",\"reason\":", JsonString(v.reason()), ",\"scope\":", JsonString(v.scope()),
-        StallCheckJson(v), ",\"signals\":[");
+        StallCheckJson(v), StepsJson(v), ",\"signals\":[");
     for (int j = 0; j < v.signals_size(); ++j) {
       const v1::SignalCorrelation& s = v.signals(j);
       absl::StrAppend(
@@ -345,6 +375,7 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
         Hex(v.span_id()), "\n");
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
     if (v.stall()) absl::StrAppend(&out, StallCheckLine(v));
+    absl::StrAppend(&out, StepLines(v));
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
     for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));
