@@ -469,6 +469,7 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
     w.in_comm = true;
     w.phase_start_ns = now_ns_;
     w.bytes_left = kBaseLoad * line * options_.comm_ms * 1e6 * kBytesPerGbpsNs;
+    w.comm_bytes = w.bytes_left;
   }
   if (!w.in_comm) return;
   w.bytes_left -= std::max(0.0, host.sent - 4 * host.lost);
@@ -483,6 +484,8 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
   span.port_index = 0;
   span.paused_ms = w.paused_ns / 1e6;
   span.nominal_ms = options_.compute_ms + options_.comm_ms;
+  span.comm_start_ns = w.phase_start_ns;
+  span.comm_bytes = w.comm_bytes;
   w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(host.span_rng, 8),
                      &host.finished);
   w.in_comm = false;

@@ -219,6 +219,7 @@ class Fleet {
     int step_in_request = 0;
     std::string trace_id;
     RequestTracker request;
+    double comm_bytes = 0;
   };
   struct Host {
     PortCounters counters;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -38,6 +39,8 @@ namespace fabricsim {
 namespace {
 
 std::atomic<bool> g_stop{false};
+// The pretend process ids of the ports' decode workers (Inspector file names).
+constexpr int kInspectorPidBase = 70000;
 void OnSignal(int) { g_stop.store(true); }
 
 struct Flags {
@@ -47,6 +50,7 @@ struct Flags {
   int senders = 8;
   int64_t step_ns = 50'000;
   std::string sysfs_root, ethtool_dir, dcb_dir, spans_out, ground_truth, record;
+  std::string nccl_inspector_out;
   int64_t record_interval_ns = 10'000'000;
   int64_t duration_ns = -1;
   int64_t steps = -1;
@@ -81,6 +85,8 @@ constexpr char kUsage[] =
     "  --dcb-dir=DIR            write one `dcb pfc show` file per netdev there (PFC on the\n"
     "                           scenario's priority; fabricscoped --dcb-dir)\n"
     "  --spans-out=FILE|-       decode-step spans as JSON lines (- is stdout)\n"
+    "  --nccl-inspector-out=DIR each decode step's all-reduce as NCCL's Inspector plugin dumps\n"
+    "                           it: DIR/fabricsim-pid<N>.log, one file per port\n"
     "  --ground-truth=FILE      the scenario's injected events as JSON (rewritten as they happen)\n"
     "  --record=FILE            a JSON Lines recording (docs/recording.md)\n"
     "  --record-interval=DUR    recording sample interval (default 10ms)\n"
@@ -227,6 +233,8 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       f->dcb_dir = std::string(v);
     } else if (key == "spans-out") {
       f->spans_out = std::string(v);
+    } else if (key == "nccl-inspector-out") {
+      f->nccl_inspector_out = std::string(v);
     } else if (key == "ground-truth") {
       f->ground_truth = std::string(v);
     } else if (key == "record") {
@@ -262,8 +270,9 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
     return std::find(f->given.begin(), f->given.end(), k) != f->given.end();
   };
   if (f->hosts > 0) {
-    for (const char* k : {"sysfs-root", "ethtool-dir", "dcb-dir", "spans-out", "ground-truth",
-                          "record", "record-interval", "ports", "senders", "steps"}) {
+    for (const char* k :
+         {"sysfs-root", "ethtool-dir", "dcb-dir", "spans-out", "nccl-inspector-out", "ground-truth",
+          "record", "record-interval", "ports", "senders", "steps"}) {
       if (given(k)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", k, " is a single-host flag; with --hosts use --out (see --help)"));
@@ -418,13 +427,32 @@ int Run(const Flags& f) {
     gt_tmp = p.has_parent_path() ? p.parent_path().string() : ".";
   }
 
+  // NCCL Inspector dump files, one per port's (pretend) process.
+  std::vector<std::unique_ptr<std::ofstream>> inspector;
+  std::vector<uint64_t> inspector_sn;
+  if (!f.nccl_inspector_out.empty()) {
+    std::filesystem::create_directories(f.nccl_inspector_out);
+    for (size_t p = 0; p < fabric.ports().size(); ++p) {
+      inspector.push_back(std::make_unique<std::ofstream>(
+          absl::StrCat(f.nccl_inspector_out, "/fabricsim-pid", kInspectorPidBase + p, ".log"),
+          std::ios::app));
+      inspector_sn.push_back(0);
+    }
+  }
   auto flush_spans = [&]() {
     for (const SpanRecord& span : fabric.TakeSpans()) {
       std::string json =
           SpanJson(span, fabric.ports()[span.port_index], start_unix_ns, scenario->name());
       if (spans) spans->Add(json);
       if (recorder) recorder->Span(json);
+      if (!inspector.empty() && !span.request) {
+        const size_t p = static_cast<size_t>(span.port_index);
+        *inspector[p] << InspectorJson(span, span.port_index, start_unix_ns, ++inspector_sn[p],
+                                       kInspectorPidBase + static_cast<int>(p))
+                      << "\n";
+      }
     }
+    for (auto& out : inspector) out->flush();
   };
   int64_t next_sample = 0;
   auto run_to = [&](int64_t t) {

@@ -312,6 +312,7 @@ void Fabric::StepPort(int p) {
     w.in_comm = true;
     w.phase_start_ns = now_ns_;
     w.bytes_left = options_.comm_fraction * line * options_.comm_ms * 1e6 * kBytesPerGbpsNs;
+    w.comm_bytes = w.bytes_left;
   }
 
   // --- S_p: the local sender (index 0) and the remote senders.
@@ -428,6 +429,8 @@ void Fabric::StepWorker(int p, double sent_bytes, double lost_bytes, bool paused
   span.port_index = p;
   span.paused_ms = w.paused_ns / 1e6;
   span.nominal_ms = options_.compute_ms + options_.comm_ms;
+  span.comm_start_ns = w.phase_start_ns;
+  span.comm_bytes = w.comm_bytes;
   w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(span_rng_, 8),
                      &finished_);
   w.in_comm = false;

@@ -257,6 +257,10 @@ struct SpanRecord {
   bool request = false;
   int64_t first_token_ns = 0;
   int tokens = 0;
+  // A decode step's communication phase (its all-reduce): when it started and
+  // how many bytes it moved.
+  int64_t comm_start_ns = 0;
+  double comm_bytes = 0;
 };
 
 // The request a decode worker is generating: one output token per decode
@@ -306,6 +310,7 @@ class Fabric {
     int step_in_request = 0;
     std::string trace_id;
     RequestTracker request;
+    double comm_bytes = 0;
   };
   struct Port {
     Queue send;

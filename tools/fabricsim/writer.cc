@@ -424,6 +424,29 @@ absl::Status TreeWriter::Write(const TreeSource& fabric) {
   return absl::OkStatus();
 }
 
+std::string InspectorJson(const SpanRecord& step, int port_index, int64_t start_unix_ns,
+                          uint64_t sn, int pid) {
+  const int64_t start_us = (start_unix_ns + step.comm_start_ns) / 1000;
+  const int64_t end_us = (start_unix_ns + step.end_ns) / 1000;
+  const double exec_us = static_cast<double>(std::max<int64_t>(1, end_us - start_us));
+  const uint64_t bytes = static_cast<uint64_t>(step.comm_bytes);
+  const double algbw = static_cast<double>(bytes) / (exec_us * 1e3);  // GB/s
+  return absl::StrCat(
+      "{\"header\": {\"id\": \"0xf5", absl::Hex(port_index, absl::kZeroPad4),
+      "\", \"comm_name\": \"tp", port_index,
+      "\", \"rank\": 0, \"n_ranks\": 8, \"nnodes\": 1}, \"metadata\": "
+      "{\"inspector_output_format_version\": \"v4.0\", \"dump_timestamp_us\": ",
+      end_us + 100, ", \"hostname\": \"fabricsim\", \"pid\": ", pid,
+      "}, \"coll_perf\": {\"coll\": \"AllReduce\", \"coll_sn\": ", sn,
+      ", \"coll_msg_size_bytes\": ", bytes,
+      ", \"coll_exec_time_us\": ", static_cast<int64_t>(exec_us),
+      ", \"coll_timing_source\": \"kernel_gpu\", \"coll_algobw_gbs\": ",
+      absl::StrFormat("%.3f", algbw),
+      ", \"coll_busbw_gbs\": ", absl::StrFormat("%.3f", algbw * 2 * 7 / 8),
+      ", \"event_trace_ts\": {\"kernel_events\": [{\"channel_id\": 0, \"kernel_start_ts\": ",
+      start_us, ", \"kernel_stop_ts\": ", end_us, "}]}}}");
+}
+
 std::string SpanJson(const SpanRecord& span, const PortInfo& port, int64_t start_unix_ns,
                      absl::string_view scenario) {
   if (span.request) {
@@ -434,7 +457,8 @@ std::string SpanJson(const SpanRecord& span, const PortInfo& port, int64_t start
     const double e2e = static_cast<double>(span.end_ns - span.start_ns) * 1e-9;
     return absl::StrCat(
         "{\"trace_id\":\"", span.trace_id, "\",\"span_id\":\"", span.span_id,
-        "\",\"name\":", JsonString(span.name), ",\"start_unix_nano\":", start_unix_ns + span.start_ns,
+        "\",\"name\":", JsonString(span.name),
+        ",\"start_unix_nano\":", start_unix_ns + span.start_ns,
         ",\"end_unix_nano\":", start_unix_ns + span.end_ns,
         ",\"attributes\":{\"service.name\":\"fabricsim\",\"gen_ai.response.model\":\"sim-model\"",
         ",\"gen_ai.request.id\":\"", span.span_id, "\",\"gen_ai.latency.time_in_queue\":\"0\"",

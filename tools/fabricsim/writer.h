@@ -109,6 +109,13 @@ class TreeWriter {
 
 // A span as one JSON object (the `fabricscope push` input line, and the value
 // of {"span": ...} in a recording).
+// A decode step's all-reduce as NCCL's Inspector profiler plugin dumps it
+// (one verbose coll_perf object a line, daemon/ingest/nccl_inspector.h): the
+// step's communication phase, communicator "tp<port>" of 8 ranks, process
+// `pid`, collective sequence number `sn`.
+std::string InspectorJson(const SpanRecord& step, int port_index, int64_t start_unix_ns,
+                          uint64_t sn, int pid);
+
 std::string SpanJson(const SpanRecord& span, const PortInfo& port, int64_t start_unix_ns,
                      absl::string_view scenario);
 
