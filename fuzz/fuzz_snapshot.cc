@@ -33,8 +33,10 @@ void Check(absl::string_view data) {
   fabricscope::SpanStore spans({}, &clock, nullptr);
   fabricscope::EventLog events(64, nullptr);
   fabricscope::SnapshotCounts restored;
+  fabricscope::StallLearner learner(fabricscope::StallLearnerOptions{}, nullptr);
   fabricscope::SnapshotStatus r =
-      fabricscope::RestoreSnapshot(data, &store, &spans, &events, &restored, 2);
+      fabricscope::RestoreSnapshot(data, &store, &spans, &events, &restored, 2, &learner);
+  FUZZ_CHECK(learner.keys() <= fabricscope::StallLearnerOptions{}.max_keys);
   FUZZ_CHECK(r.ok());
   FUZZ_CHECK(restored.series == counts.series);
   FUZZ_CHECK(restored.samples == counts.samples);

@@ -490,6 +490,11 @@ void Snapshot() {
   spans.Add(s);
   s.span_id[0] = 3;
   s.stall_flag = true;
+  // Judged, so the seed carries a stall judgement and a learner record.
+  fabricscope::StallLearnerOptions learn;
+  learn.warmup = 1;
+  fabricscope::StallLearner learner(learn, nullptr);
+  learner.Judge(&s);
   spans.Add(s);
   fabricscope::EventLog events(16, nullptr);
   fabricscope::DetectorEvent e;
@@ -508,7 +513,7 @@ void Snapshot() {
   fabricscope::SnapshotCounts counts;
   absl::Status st =
       fabricscope::WriteSnapshot(dir + "/gen_small", store, spans, events, kT + 90'000'000'000,
-                                 absl::InfiniteFuture(), &counts);
+                                 absl::InfiniteFuture(), &counts, &learner);
   if (!st.ok()) {
     std::fprintf(stderr, "snapshot seed: %s\n", std::string(st.message()).c_str());
     std::exit(1);

@@ -8,7 +8,7 @@
 #   TARGET              default: every target (fuzz_counter fuzz_ethtool_text
 #                       fuzz_netlink fuzz_recording fuzz_native_span
 #                       fuzz_otlp_span fuzz_config fuzz_snapshot fuzz_ib_mad
-#                       fuzz_web_config)
+#                       fuzz_web_config fuzz_accept fuzz_nccl_inspector)
 # Environment:
 #   FUZZ_JOBS      build parallelism (default 1)      FUZZ_NICE  nice level (default 15)
 #   FUZZ_BUILD_DIR build tree (default build/fuzz, the preset's)
@@ -31,7 +31,7 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 all=(fuzz_counter fuzz_ethtool_text fuzz_netlink fuzz_recording fuzz_native_span fuzz_otlp_span
-  fuzz_config fuzz_snapshot fuzz_ib_mad fuzz_web_config fuzz_accept)
+  fuzz_config fuzz_snapshot fuzz_ib_mad fuzz_web_config fuzz_accept fuzz_nccl_inspector)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 case "$seconds" in '' | *[!0-9]*) echo "SECONDS_PER_TARGET must be a number" >&2; exit 2 ;; esac
 

@@ -224,6 +224,78 @@ TEST_F(SnapshotTest, RoundTripRestoresSamplesStateSpansAndEvents) {
   EXPECT_EQ(events.Open(DetectorEvent{}), ev[1].id + 1);
 }
 
+// Version 3: each span's judged window, phase and stall judgement, and the
+// stall learner's sketches, come back; a learner restored judges as the one
+// saved.
+TEST_F(SnapshotTest, StallJudgementsAndTheLearnerSurviveARestart) {
+  StallLearnerOptions lo;
+  lo.warmup = 10;
+  StallLearner learner(lo, nullptr);
+  SpanStore judged({}, &clock_, nullptr);
+  for (uint8_t i = 1; i <= 30; ++i) {
+    Span s = MakeSpan(1, i, kT + i * kSec, kT + i * kSec + (i == 30 ? 300 : 30) * kMs);
+    s.kind = SpanKind::kDecodeStep;
+    s.stall_flag = false;
+    s.window_start_unix_nano = s.start_unix_nano + kMs;
+    s.window_end_unix_nano = s.end_unix_nano;
+    s.phase = "decode";
+    learner.Judge(&s);
+    judged.Add(std::move(s));
+  }
+  SnapshotCounts counts;
+  ASSERT_TRUE(WriteSnapshot(path(), store_, judged, events_, kT + 100 * kSec,
+                            absl::InfiniteFuture(), &counts, &learner)
+                  .ok());
+  const std::string data = Slurp(path());
+  Store store;
+  SpanStore spans({}, &clock_, nullptr);
+  EventLog events(100, nullptr);
+  StallLearner restored(lo, nullptr);
+  ASSERT_TRUE(RestoreSnapshot(data, &store, &spans, &events, &counts, 0, &restored).ok());
+  const auto before = judged.ReadFrom(0, 100).spans;
+  const auto after = spans.ReadFrom(0, 100).spans;
+  ASSERT_EQ(after.size(), 30u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    const StallJudgement& a = before[i]->judgement;
+    const StallJudgement& b = after[i]->judgement;
+    EXPECT_TRUE(b.judged);
+    EXPECT_EQ(a.stall, b.stall) << i;
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(a.cost_kind, b.cost_kind);
+    EXPECT_EQ(a.cost, b.cost);
+    EXPECT_EQ(a.bound, b.bound);
+    EXPECT_EQ(a.samples, b.samples);
+    EXPECT_EQ(a.key, b.key);
+    EXPECT_EQ(after[i]->phase, "decode");
+    EXPECT_EQ(after[i]->window_start_unix_nano, before[i]->window_start_unix_nano);
+  }
+  EXPECT_TRUE(after.back()->judgement.stall);  // the 300 ms one
+  ASSERT_EQ(restored.keys(), learner.keys());
+  EXPECT_EQ(restored.Bounds()[0].bound, learner.Bounds()[0].bound);
+  EXPECT_EQ(restored.Bounds()[0].samples, 29u);  // the stall learned at 1 in 8: not yet
+}
+
+// A version 2 file (before the learner; here one without spans, whose
+// records are the same in both versions) is still read.
+TEST_F(SnapshotTest, AVersionTwoFileIsStillRead) {
+  SpanStore no_spans({}, &clock_, nullptr);
+  SnapshotCounts counts;
+  ASSERT_TRUE(WriteSnapshot(path(), store_, no_spans, events_, kT + 100 * kSec,
+                            absl::InfiniteFuture(), &counts)
+                  .ok());
+  std::string v2 = Slurp(path());
+  v2[8] = 2;
+  v2 = ResealSnapshotForFuzzing(v2);
+  Store store;
+  SpanStore spans({}, &clock_, nullptr);
+  EventLog events(100, nullptr);
+  StallLearner learner(StallLearnerOptions{}, nullptr);
+  const SnapshotStatus r = RestoreSnapshot(v2, &store, &spans, &events, &counts, 0, &learner);
+  EXPECT_TRUE(r.ok()) << r.detail;
+  EXPECT_EQ(counts.series, 3u);
+  EXPECT_EQ(learner.keys(), 0u);
+}
+
 TEST_F(SnapshotTest, RestoredSeriesContinueAcrossTheRestart) {
   const std::string data = Save();
   Store store;
