@@ -34,6 +34,7 @@ const MetricSpec& kUnkeyed = DefineMetric(
      .type = MetricType::kCounter,
      .help = "Spans not learned from because --stall-max-keys keys were already learned (they "
              "are judged by fabricscope.stall and --stall-thresholds only).",
+     .labels = {},
      .component = "correlate"});
 
 constexpr size_t kMaxKeyPart = 64;

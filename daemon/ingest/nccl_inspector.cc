@@ -33,11 +33,13 @@ const MetricSpec& kRecords = DefineMetric(
 const MetricSpec& kBytes = DefineMetric({.name = "fabricscope_nccl_inspector_bytes_read_total",
                                          .type = MetricType::kCounter,
                                          .help = "Bytes read from the NCCL Inspector dump files.",
-                                         .component = "ingest"});
+                                         .labels = {},
+     .component = "ingest"});
 const MetricSpec& kFiles = DefineMetric({.name = "fabricscope_nccl_inspector_files",
                                          .type = MetricType::kGauge,
                                          .help = "NCCL Inspector dump files tailed now.",
-                                         .component = "ingest"});
+                                         .labels = {},
+     .component = "ingest"});
 const MetricSpec& kRestarts = DefineMetric(
     {.name = "fabricscope_nccl_inspector_restarts_total",
      .type = MetricType::kCounter,
@@ -50,6 +52,7 @@ const MetricSpec& kSkipped = DefineMetric(
      .type = MetricType::kCounter,
      .help = "NCCL Inspector dump files not tailed because 1024 files already were (counted once "
              "per file and poll).",
+     .labels = {},
      .component = "ingest"});
 
 uint64_t Fnv(absl::string_view s, uint64_t h = 1469598103934665603ull) {

@@ -172,7 +172,7 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
           absl::StrCat("correlate cancelled after ", out.size(), " of ", spans.size(), " spans"));
     }
     SpanCorrelation c = CorrelateSpan(*span, query.include_all_series);
-    out.push_back({std::move(span), std::move(c)});
+    out.push_back({std::move(span), std::move(c), {}});
   }
   CorrelateSummary sum = SelectSpans(query.selection, query.max_listed, &out);
   if (summary != nullptr) *summary = std::move(sum);

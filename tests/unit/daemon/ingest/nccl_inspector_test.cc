@@ -92,7 +92,7 @@ TEST(NcclInspectorRecord, VerboseKernelTimestamps) {
 TEST(NcclInspectorRecord, MalformedRecordsSayWhy) {
   Span s;
   std::string why;
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("{"), std::string(R"({"header": {}})"),
         Record(1, kNowUs).replace(Record(1, kNowUs).find("coll_exec_time_us"), 17, "x"),
         Record(1, 0).replace(Record(1, 0).find("coll_sn"), 7, "sn")}) {
