@@ -111,55 +111,42 @@ std::vector<Generated> Workload(uint64_t seed, int minutes) {
     ApplyGenAiRequest(&s);
     out.push_back(std::move(g));
   }
+  // A span of `nominal_ns` starting at `start`, slowed by the episodes it
+  // overlaps and, rarely, on its own.
+  auto add = [&](const char* name, SpanKind kind, int64_t start, double nominal_ns,
+                 std::vector<std::pair<std::string, std::string>> attributes) {
+    const double slow =
+        Slowdown(episodes, start, start + std::max<int64_t>(1, static_cast<int64_t>(nominal_ns))) *
+        isolated();
+    Generated g;
+    g.slowdown = slow;
+    g.span.name = name;
+    g.span.kind = kind;
+    g.span.start_unix_nano = start;
+    g.span.end_unix_nano = start + static_cast<int64_t>(nominal_ns * slow);
+    g.span.attributes = std::move(attributes);
+    out.push_back(std::move(g));
+  };
   // Decode steps.
   std::lognormal_distribution<double> step_noise(0, 0.05);
   for (int64_t t = 0; t < duration; t += kSec / 30) {
-    const double ms = 30 * step_noise(rng);
-    const int64_t start = kT0 + t;
-    const double slow =
-        Slowdown(episodes, start, start + static_cast<int64_t>(ms * 1e6)) * isolated();
-    Generated g;
-    g.slowdown = slow;
-    g.span.name = "decode_step";
-    g.span.kind = SpanKind::kDecodeStep;
-    g.span.start_unix_nano = start;
-    g.span.end_unix_nano = start + static_cast<int64_t>(ms * slow * 1e6);
-    g.span.attributes = {{"service.name", "engine"}};
-    out.push_back(std::move(g));
+    add("decode_step", SpanKind::kDecodeStep, kT0 + t, 30e6 * step_noise(rng),
+        {{"service.name", "engine"}});
   }
   // Collectives.
   std::lognormal_distribution<double> bw_noise(0, 0.1);
   const uint64_t sizes[] = {1u << 20, 4u << 20, 16u << 20, 64u << 20};
   for (int64_t t = 0; t < duration; t += kSec / 50) {
     const uint64_t bytes = sizes[static_cast<int>(u(rng) * 4) % 4];
-    const double ns = static_cast<double>(bytes) / 40.0 * bw_noise(rng);  // 40 GB/s = 40 B/ns
-    const int64_t start = kT0 + t;
-    const double slow =
-        Slowdown(episodes, start, start + static_cast<int64_t>(ns) + 1) * isolated();
-    Generated g;
-    g.slowdown = slow;
-    g.span.name = "AllReduce";
-    g.span.kind = SpanKind::kCollective;
-    g.span.start_unix_nano = start;
-    g.span.end_unix_nano = start + static_cast<int64_t>(ns * slow);
-    g.span.attributes = {{"nccl.communicator", "0x7f3a"}, {"nccl.bytes", absl::StrCat(bytes)}};
-    out.push_back(std::move(g));
+    add("AllReduce", SpanKind::kCollective, kT0 + t,
+        static_cast<double>(bytes) / 40.0 * bw_noise(rng),  // 40 GB/s = 40 B/ns
+        {{"nccl.communicator", "0x7f3a"}, {"nccl.bytes", absl::StrCat(bytes)}});
   }
   // Front-end requests without GenAI attributes: a wide duration.
   std::lognormal_distribution<double> api_noise(0, 0.6);
   for (int64_t t = 0; t < duration; t += kSec / 10) {
-    const double ms = 200 * api_noise(rng);
-    const int64_t start = kT0 + t;
-    const double slow =
-        Slowdown(episodes, start, start + static_cast<int64_t>(ms * 1e6)) * isolated();
-    Generated g;
-    g.slowdown = slow;
-    g.span.name = "POST /v1/chat/completions";
-    g.span.kind = SpanKind::kRequest;
-    g.span.start_unix_nano = start;
-    g.span.end_unix_nano = start + static_cast<int64_t>(ms * slow * 1e6);
-    g.span.attributes = {{"service.name", "api"}};
-    out.push_back(std::move(g));
+    add("POST /v1/chat/completions", SpanKind::kRequest, kT0 + t, 200e6 * api_noise(rng),
+        {{"service.name", "api"}});
   }
   // Arrival order: by end time (a span is exported when it ends).
   std::stable_sort(out.begin(), out.end(), [](const Generated& a, const Generated& b) {

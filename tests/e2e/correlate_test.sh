@@ -117,33 +117,17 @@ span() {
   printf '{"trace_id":"%032x","span_id":"%016x","name":"%s","kind":"decode_step","start_unix_nano":%s,"end_unix_nano":%s,"attributes":%s}\n' \
     "$((0x5eed0000 + N))" "$N" "$1" "$2" "$3" "${4:-{\}}" >>"$SPANS"
 }
-# burst NETDEV SECONDS: paused 80% of the wall time for SECONDS, rewritten
-# about every 20 ms. The pause added follows the wall clock, not the step
-# count: on a loaded machine the steps stretch, and a fixed 16 ms per step
-# would dilute the pause fraction (seen under ASan: 0.26 over a 3 s "1 s" burst).
-now_us() { local t=$EPOCHREALTIME; echo "${t/[.,]/}"; }
-burst() {
-  local last end now
-  last=$(now_us)
-  end=$((last + $2 * 1000000))
-  while [ "$last" -lt "$end" ]; do
-    sleep 0.02
-    now=$(now_us)
-    PAUSE_US[$1]=$((PAUSE_US[$1] + (now - last) * 8 / 10))
-    last=$now
-    put "$1"
-  done
-}
+# burst NETDEV MS (lib.sh): paused 80% of the wall time, through PAUSE_US and put.
 quiet() { sleep "$1"; }
 
 # 1: quiet.  2: burst on fsroce1.  3: quiet.  4: burst, hinted to mlx5_0 (the
 # quiet port) -> clean.  5: burst on fsroce1, a kv_transfer.  6: quiet.
 t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
-t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); OTLP_T0=$t0 OTLP_T1=$t1; sleep 0.6
+t0=$(now_ns); burst fsroce1 1000; t1=$(now_ns); OTLP_T0=$t0 OTLP_T1=$t1; sleep 0.6
 t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"; sleep 0.6
-t0=$(now_ns); burst fsroce1 1; t1=$(now_ns)
+t0=$(now_ns); burst fsroce1 1000; t1=$(now_ns)
 span decode_step "$t0" "$t1" '{"rdma.device":"mlx5_0","rdma.port":"1"}'; sleep 0.6
-t0=$(now_ns); burst fsroce1 1; t1=$(now_ns); span kv_transfer "$t0" "$t1"; sleep 0.6
+t0=$(now_ns); burst fsroce1 1000; t1=$(now_ns); span kv_transfer "$t0" "$t1"; sleep 0.6
 t0=$(now_ns); quiet 0.5; t1=$(now_ns); span decode_step "$t0" "$t1"
 sleep 0.5
 
@@ -298,7 +282,7 @@ jq -e 'length == 2 and all(.labels.priority == "3" and .netdev == "fsroce1")
             | (.samples | length) > 100 and ([.samples[] | .rate // 0] | max) > 0.3)' \
   "$WORK/series.json" >/dev/null ||
   fail "series: $(head -c 2000 "$WORK/series.json")"
-( burst fsroce1 3 ) &
+( burst fsroce1 3000 ) &
 TOP_BURST=$!
 PIDS+=("$TOP_BURST")
 "$CLI" top --server="$GRPC_ADDR" --iterations=3 --interval=300ms </dev/null >"$WORK/top.txt" ||
@@ -315,7 +299,7 @@ wait "$TOP_BURST" || true
 # (nearest NIC mlx5_0, PIX) is clean and says which NICs it covered; a span of
 # a GPU the topology does not know falls back to every port and sees the burst.
 : >"$SPANS"
-t0=$(now_ns); burst fsroce1 1; t1=$(now_ns)
+t0=$(now_ns); burst fsroce1 1000; t1=$(now_ns)
 span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"0000:84:00.0"}'
 span gpu_step "$t0" "$t1" '{"fabricscope.gpu":"7"}'
 sleep 0.6

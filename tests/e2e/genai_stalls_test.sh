@@ -49,20 +49,6 @@ put() {
 }
 put fsroce0
 put fsroce1
-now_us() { local t=$EPOCHREALTIME; echo "${t/[.,]/}"; }
-# burst NETDEV MS: paused 80 % of the wall time, rewritten every ~20 ms.
-burst() {
-  local last end now
-  last=$(now_us)
-  end=$((last + $2 * 1000))
-  while [ "$last" -lt "$end" ]; do
-    sleep 0.02
-    now=$(now_us)
-    PAUSE_US[$1]=$((PAUSE_US[$1] + (now - last) * 8 / 10))
-    last=$now
-    put "$1"
-  done
-}
 # keep MS: the samples keep coming while the test waits (same values).
 keep() {
   local end=$(($(now_us) + $1 * 1000))
