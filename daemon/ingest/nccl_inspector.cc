@@ -34,12 +34,12 @@ const MetricSpec& kBytes = DefineMetric({.name = "fabricscope_nccl_inspector_byt
                                          .type = MetricType::kCounter,
                                          .help = "Bytes read from the NCCL Inspector dump files.",
                                          .labels = {},
-     .component = "ingest"});
+                                         .component = "ingest"});
 const MetricSpec& kFiles = DefineMetric({.name = "fabricscope_nccl_inspector_files",
                                          .type = MetricType::kGauge,
                                          .help = "NCCL Inspector dump files tailed now.",
                                          .labels = {},
-     .component = "ingest"});
+                                         .component = "ingest"});
 const MetricSpec& kRestarts = DefineMetric(
     {.name = "fabricscope_nccl_inspector_restarts_total",
      .type = MetricType::kCounter,
@@ -149,8 +149,14 @@ bool NcclInspectorTailer::ParseRecord(absl::string_view object, Span* span, std:
   double sn = 0, bytes = 0, exec_us = 0, dump_us = 0, pid = 0;
   if (comm_id.empty() || name.empty() || !Number(perf->Get("coll_sn"), &sn) ||
       !Number(perf->Get("coll_msg_size_bytes"), &bytes) ||
-      !Number(perf->Get("coll_exec_time_us"), &exec_us) || exec_us < 0 || bytes < 0) {
+      !Number(perf->Get("coll_exec_time_us"), &exec_us)) {
     *why = "record without id, collective, coll_sn, coll_msg_size_bytes or coll_exec_time_us";
+    return false;
+  }
+  // Every number is converted to an integer below: out of range is malformed.
+  if (!(sn >= 0 && sn < 1.8e19) || !(bytes >= 0 && bytes < 1.8e19) ||
+      !(exec_us >= 0 && exec_us < 9e15)) {
+    *why = "coll_sn, coll_msg_size_bytes or coll_exec_time_us out of range";
     return false;
   }
   // Kernel timestamps (verbose dumps): the earliest start, the latest stop.

@@ -40,7 +40,11 @@ int64_t Clamp(int64_t t, const Span& span) {
   return std::clamp(t, span.start_unix_nano, std::max(span.start_unix_nano, span.end_unix_nano));
 }
 
-int64_t SecondsToNs(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
+// Seconds as ns, bounded to [0, 10^6 s]: an attribute's value can be any
+// number, and a span's times plus it must not overflow.
+int64_t SecondsToNs(double s) {
+  return static_cast<int64_t>(std::llround(std::clamp(s, 0.0, 1e6) * 1e9));
+}
 
 }  // namespace
 

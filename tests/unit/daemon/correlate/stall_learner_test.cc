@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/metrics.h"
 #include "daemon/spans/genai.h"
@@ -321,6 +322,25 @@ TEST(GenAi, PlainSpansAndGarbageAreNotGenAi) {
     }
   }
   EXPECT_FALSE(ApplyGenAiRequest(&bad));
+  // Absurd latencies and counts (any number is a valid attribute) neither
+  // overflow nor escape the span.
+  for (const char* huge : {"1e300", "9.2e18", "1e308"}) {
+    Span h = VllmRequest(kT0, 0.05, 0.25, 201, 20);
+    for (auto& [k, v] : h.attributes) {
+      if (absl::StartsWith(k, "gen_ai.latency.") || k == "gen_ai.usage.completion_tokens") v = huge;
+    }
+    h.attributes.emplace_back("gen_ai.latency.kv_cache_transfer_time", huge);
+    ASSERT_TRUE(ApplyGenAiRequest(&h)) << huge;
+    const auto w = JudgedWindow(h);
+    EXPECT_GE(w.first, h.start_unix_nano);
+    EXPECT_LE(w.second, h.end_unix_nano);
+    auto kv = KvTransferSpanOf(h);
+    ASSERT_TRUE(kv.has_value());
+    EXPECT_GE(kv->start_unix_nano, h.start_unix_nano);
+    StallLearner learner(Options(), nullptr);
+    learner.Judge(&h);
+    EXPECT_TRUE(h.judgement.judged);
+  }
   // A TTFT past the span's end is clamped: the window stays inside the span.
   Span late = VllmRequest(kT0, 0.05, 0.25, 3, 20);
   for (auto& [k, v] : late.attributes) {

@@ -99,6 +99,14 @@ TEST(NcclInspectorRecord, MalformedRecordsSayWhy) {
     EXPECT_FALSE(NcclInspectorTailer::ParseRecord(bad, &s, &why)) << bad;
     EXPECT_FALSE(why.empty());
   }
+  for (const char* field : {"coll_exec_time_us\": 250", "coll_sn\": 1,"}) {
+    std::string huge = Record(1, kNowUs);
+    const std::string f(field);
+    huge.replace(huge.find(f), f.size(),
+                 f.substr(0, f.find(':') + 1) + " 1e300" + (f.back() == ',' ? "," : ""));
+    EXPECT_FALSE(NcclInspectorTailer::ParseRecord(huge, &s, &why)) << huge;
+    EXPECT_NE(why.find("out of range"), std::string::npos) << why;
+  }
   std::string no_time = Record(1, kNowUs);
   no_time.replace(no_time.find("dump_timestamp_us"), 17, "dump_time");
   EXPECT_FALSE(NcclInspectorTailer::ParseRecord(no_time, &s, &why));
