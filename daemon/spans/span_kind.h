@@ -57,10 +57,13 @@ absl::StatusOr<std::vector<SpanKindPattern>> ParseSpanKindPatterns(absl::string_
 const std::vector<SpanKindPattern>& DefaultSpanKindPatterns();
 
 // Bounds a user-supplied regex before it reaches std::regex, whose compiler
-// and matcher recurse per nesting level (deep nesting overflows the stack):
-// at most kMaxRegexLength characters and kMaxRegexDepth nested groups.
+// and matcher recurse per nesting level (deep nesting overflows the stack)
+// and whose integer parsing overflows: at most kMaxRegexLength characters,
+// kMaxRegexDepth nested groups and kMaxRegexNumberDigits digits in a count.
 inline constexpr size_t kMaxRegexLength = 1024;
 inline constexpr int kMaxRegexDepth = 16;
+// Digits of a repetition count ({n,m}) or a backreference (\n).
+inline constexpr size_t kMaxRegexNumberDigits = 6;
 absl::Status CheckRegexBounds(absl::string_view regex);
 
 class SpanKindClassifier {

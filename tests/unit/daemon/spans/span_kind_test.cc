@@ -79,5 +79,20 @@ TEST(SpanKindTest, PatternErrorsNameTheEntry) {
   EXPECT_TRUE(ParseSpanKindPatterns("").ok());
 }
 
+// std::regex reads a repetition count or a backreference into a long without
+// an overflow check (fuzz_config found "\\888...8" in --netdev-include): more
+// than kMaxRegexNumberDigits digits there is refused before it compiles.
+TEST(CheckRegexBounds, LongCountsAndBackreferencesAreRefused) {
+  EXPECT_TRUE(CheckRegexBounds("eth[0-9]{1,4}|ens\\d+").ok());
+  EXPECT_TRUE(CheckRegexBounds("decode_12345678901234567890").ok());  // literal digits
+  EXPECT_TRUE(CheckRegexBounds("(a)\\1").ok());
+  for (const char* bad :
+       {"et}(x\\8888888888888888888888", "a{99999999999999999999}", "a{1,88888888888888888888}"}) {
+    const absl::Status s = CheckRegexBounds(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("digits"), absl::string_view::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace fabricscope
