@@ -36,9 +36,8 @@ std::string Record(uint64_t sn, int64_t now_us) {
       R"({"header": {"id": "0x7f8c496ae9f661", "comm_name": "tp0", "rank": 2, "n_ranks": 8, )",
       R"("nnodes": 1}, "metadata": {"inspector_output_format_version": "v4.0", )",
       R"("dump_timestamp_us": )", now_us, R"(, "hostname": "node", "pid": 4242}, )",
-      R"("coll_perf": {"coll": "AllReduce", "coll_sn": )", sn,
-      R"(, "coll_msg_size_bytes": )", 1u << (20 + sn % 4),
-      R"(, "coll_exec_time_us": 250, "coll_timing_source": "kernel_gpu", )",
+      R"("coll_perf": {"coll": "AllReduce", "coll_sn": )", sn, R"(, "coll_msg_size_bytes": )",
+      1u << (20 + sn % 4), R"(, "coll_exec_time_us": 250, "coll_timing_source": "kernel_gpu", )",
       R"("coll_algobw_gbs": 16.7, "coll_busbw_gbs": 29.3, "event_trace_ts": {"kernel_events": )",
       R"([{"channel_id": 0, "kernel_start_ts": )", now_us - 300, R"(, "kernel_stop_ts": )",
       now_us - 50, "}]}}}\n");
@@ -83,20 +82,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 500 && tailer.stats().spans + tailer.stats().rejected < sn; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   tailer.Stop();
   const double cpu = CpuSeconds() - cpu0;
   const NcclInspectorStats st = tailer.stats();
-  std::printf("written %llu records in %.1f s (%d/s); read %llu spans, %llu rejected, %llu "
-              "malformed, %.1f MiB\n",
-              static_cast<unsigned long long>(sn), wall, rate,
-              static_cast<unsigned long long>(st.spans),
-              static_cast<unsigned long long>(st.rejected),
-              static_cast<unsigned long long>(st.malformed), st.bytes / 1048576.0);
-  std::printf("process CPU %.2f s over %.1f s: %.1f %% of a core, %.1f us per record (writer "
-              "included)\n",
-              cpu, wall, 100 * cpu / wall, 1e6 * cpu / static_cast<double>(sn));
+  std::printf(
+      "written %llu records in %.1f s (%d/s); read %llu spans, %llu rejected, %llu "
+      "malformed, %.1f MiB\n",
+      static_cast<unsigned long long>(sn), wall, rate, static_cast<unsigned long long>(st.spans),
+      static_cast<unsigned long long>(st.rejected), static_cast<unsigned long long>(st.malformed),
+      st.bytes / 1048576.0);
+  std::printf(
+      "process CPU %.2f s over %.1f s: %.1f %% of a core, %.1f us per record (writer "
+      "included)\n",
+      cpu, wall, 100 * cpu / wall, 1e6 * cpu / static_cast<double>(sn));
   std::filesystem::remove_all(dir);
   return st.spans == sn ? 0 : 1;
 }

@@ -110,7 +110,8 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
   correlated.reserve(spans.size());
   for (const Span& span : spans) {
     correlated.push_back({std::make_shared<const Span>(span),
-                          engine.CorrelateSpan(span, /*include_all_series=*/false), {}});
+                          engine.CorrelateSpan(span, /*include_all_series=*/false),
+                          {}});
   }
   v1::CorrelateRequest as_request;  // the selection in the daemon's terms
   if (*selection) *as_request.mutable_selection() = **selection;
