@@ -14,7 +14,7 @@
 const fs = require('fs');
 const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
-const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+const { trackedExporter } = require('./tracked_exporter');
 
 const [endpoint, file] = process.argv.slice(2);
 if (!endpoint || !file) {
@@ -23,18 +23,7 @@ if (!endpoint || !file) {
 }
 const hrTime = (ns) => [Number(ns / 1000000000n), Number(ns % 1000000000n)];
 
-let failed = false;
-const exporter = new OTLPTraceExporter({ url: `http://${endpoint}`, timeoutMillis: 10000 });
-const realExport = exporter.export.bind(exporter);
-exporter.export = (spans, done) => {
-  realExport(spans, (result) => {
-    if (result.code !== 0) {
-      failed = true;
-      console.error('export failed:', result.error && result.error.message);
-    }
-    done(result);
-  });
-};
+const { exporter, stats } = trackedExporter(endpoint);
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ 'service.name': 'vllm', 'process.pid': process.pid }),
   spanProcessors: [new BatchSpanProcessor(exporter, { maxExportBatchSize: 256, maxQueueSize: 10000 })],
@@ -74,7 +63,7 @@ provider
   .then(() => provider.shutdown())
   .then(() => {
     console.log(out.join('\n'));
-    process.exit(failed ? 1 : 0);
+    process.exit(stats.failures > 0 ? 1 : 0);
   })
   .catch((e) => {
     console.error('flush failed:', e);

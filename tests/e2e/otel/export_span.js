@@ -10,7 +10,7 @@
 
 const { BasicTracerProvider, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
-const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+const { trackedExporter } = require('./tracked_exporter');
 
 const [endpoint, name, startArg, endArg] = process.argv.slice(2);
 if (!endpoint || !name || !startArg || !endArg) {
@@ -23,18 +23,7 @@ const hrTime = (ns) => {
   return [Number(n / 1000000000n), Number(n % 1000000000n)];
 };
 
-let failed = false;
-const exporter = new OTLPTraceExporter({ url: `http://${endpoint}`, timeoutMillis: 10000 });
-const realExport = exporter.export.bind(exporter);
-exporter.export = (spans, done) => {
-  realExport(spans, (result) => {
-    if (result.code !== 0) {
-      failed = true;
-      console.error('export failed:', result.error && result.error.message);
-    }
-    done(result);
-  });
-};
+const { exporter, stats } = trackedExporter(endpoint);
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ 'service.name': 'e2e-inference', 'process.pid': process.pid }),
   spanProcessors: [new SimpleSpanProcessor(exporter)],
@@ -47,7 +36,7 @@ provider
   .then(() => provider.shutdown())
   .then(() => {
     console.log(JSON.stringify({ trace_id: ctx.traceId, span_id: ctx.spanId }));
-    process.exit(failed ? 1 : 0);
+    process.exit(stats.failures > 0 ? 1 : 0);
   })
   .catch((e) => {
     console.error('flush failed:', e);

@@ -13,7 +13,7 @@
 const { trace, diag, DiagLogLevel } = require('@opentelemetry/api');
 const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
-const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+const { trackedExporter } = require('./tracked_exporter');
 
 const [endpoint, validArg] = process.argv.slice(2);
 if (!endpoint || !validArg) {
@@ -33,20 +33,7 @@ diag.setLogger(
   DiagLogLevel.WARN,
 );
 
-let exportFailures = 0;
-let exportedBatches = 0;
-const exporter = new OTLPTraceExporter({ url: `http://${endpoint}`, timeoutMillis: 10000 });
-const realExport = exporter.export.bind(exporter);
-exporter.export = (spans, done) => {
-  realExport(spans, (result) => {
-    exportedBatches++;
-    if (result.code !== 0) {
-      exportFailures++;
-      console.error('export failed:', result.error && result.error.message);
-    }
-    done(result);
-  });
-};
+const { exporter, stats } = trackedExporter(endpoint);
 
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({
@@ -97,9 +84,9 @@ provider
   .forceFlush()
   .then(() => provider.shutdown())
   .then(() => {
-    console.log(JSON.stringify({ valid, invalid: 5, exportedBatches, exportFailures,
+    console.log(JSON.stringify({ valid, invalid: 5, exportedBatches: stats.batches, exportFailures: stats.failures,
                                  warnings: diagMessages.length }));
-    process.exit(exportFailures === 0 ? 0 : 1);
+    process.exit(stats.failures === 0 ? 0 : 1);
   })
   .catch((e) => {
     console.error('flush failed:', e);
