@@ -32,7 +32,7 @@ FABRICSCOPE_BINARY_DIR="$CHECKOUT/build/release" "$CHECKOUT/tools/run.sh" --demo
 DAEMON_PID=$!
 PIDS+=("$DAEMON_PID")
 wait_metrics_addr "demo exited during startup:"
-grep -q 'msg="switched user" user=nobody' "$WORK/daemon.log" || fail "the daemon did not switch to nobody"
+wait_log 'msg="switched user" user=nobody' "the daemon did not switch to nobody"
 
 # The topology collector reads the hwloc XML at start (config tier).
 for _ in $(seq 1 $(tries 100)); do

@@ -125,6 +125,6 @@ for _ in $(seq 1 $(tries 150)); do
 done
 [ "${v:-0}" -ge 1 ] 2>/dev/null || fail "no write error counted for an unusable --incident-dir ('$v')"
 [ "$(curl -s "http://$METRICS_ADDR/healthz")" = ok ] || fail "/healthz not ok with an unusable --incident-dir"
-grep -q 'msg="incident recording lost".*reason=io' "$WORK/daemon.log" || fail "the lost recording is not logged"
+wait_log 'msg="incident recording lost".*reason=io' "the lost recording is not logged"
 stop_daemon
 echo PASS

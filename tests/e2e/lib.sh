@@ -118,6 +118,19 @@ wait_metrics_addr() {
   [ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
 }
 
+# wait_log PATTERN WHY: waits (bounded) until $WORK/daemon.log has a line
+# matching the grep -E PATTERN; fails with WHY if it never comes or DAEMON_PID
+# exits first. Lines logged just after "serving metrics" (the user switch,
+# discovery) are not there yet when wait_metrics_addr returns.
+wait_log() {
+  for _ in $(seq 1 $(tries 100)); do
+    grep -qE "$1" "$WORK/daemon.log" 2>/dev/null && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -qE "$1" "$WORK/daemon.log" 2>/dev/null || fail "$2"
+}
+
 # free_port: a free loopback TCP port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -47,12 +47,7 @@ grep -q "no such user 'no-such-user-fs'" "$WORK/nouser.err" || fail "unknown use
   --sysfs-root="$WORK/root" --collectors=rdma_sysfs >"$WORK/daemon.out" 2>"$WORK/daemon.log" &
 DAEMON_PID=$!
 PIDS+=("$DAEMON_PID")
-for _ in $(seq 1 $(tries 100)); do
-  grep -q 'msg="switched user"' "$WORK/daemon.log" && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || fail "daemon exited: $(cat "$WORK/daemon.log")"
-  sleep 0.05
-done
-grep -q 'msg="switched user" user=nobody uid=65534' "$WORK/daemon.log" || fail "no switch logged"
+wait_log 'msg="switched user" user=nobody uid=65534' "no switch logged: $(cat "$WORK/daemon.log")"
 read -r _ ruid euid suid fsuid < <(grep '^Uid:' "/proc/$DAEMON_PID/status")
 [ "$ruid $euid $suid $fsuid" = "65534 65534 65534 65534" ] || fail "uids after the switch: $ruid $euid $suid $fsuid"
 [ "$(awk '/^CapEff:/ {print $2}' "/proc/$DAEMON_PID/status")" = 0000000000000000 ] || fail "capabilities left"
