@@ -45,6 +45,7 @@
 #include "absl/types/span.h"
 #include "collectors/netdev_filter.h"
 #include "core/hot_counters.h"
+#include "core/options.h"
 #include "core/series.h"
 
 namespace fabricscope {
@@ -99,24 +100,12 @@ struct CollectorOptions {
   NetdevFilter netdev_include;
   // hw_counters names the rdma_sysfs collector reads every hot tick.
   std::vector<std::string> hot_counters = DefaultHotCounters();
-  // rdma_netlink: optional hw counters to enable on every port
-  // (--rdma-enable-optional-counters; needs CAP_NET_ADMIN; empty: none).
-  std::vector<std::string> rdma_enable_optional_counters;
-  // rdma_netlink: per-process QP counters by auto mode by PID
-  // (--rdma-per-process; needs CAP_NET_ADMIN).
-  bool rdma_per_process = false;
   // Where rdma_netlink reads process names (PROC/PID/comm); tests change it.
   std::string proc_root = "/proc";
-  // The topology collector's sources (collectors/topology_collector.h).
-  // lldpd's control socket (--lldpd-socket; empty: no LLDP source).
-  std::string lldpd_socket = "/run/lldpd.socket";
-  // Query InfiniBand peers with SMPs over /dev/infiniband/umad* (--ib-mad-topology).
-  bool ib_mad_topology = false;
-  // Link partners from an inventory file (--topology-file; empty: none).
-  std::string topology_file;
-  // Load the PCI tree from this hwloc XML export instead of discovering the
-  // host (--hwloc-xml; empty: discover under sysfs_root).
-  std::string hwloc_xml;
+  // The collectors' own options (--rdma-per-process, --lldpd-socket, ...),
+  // which each declares with its registration (collectors/registry.h) and
+  // reads with its OptionKey constants; unset ones are at their defaults.
+  OptionValues values;
 };
 
 // What a collector gets at creation. Pointers outlive the collector.

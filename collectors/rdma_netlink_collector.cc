@@ -71,6 +71,10 @@ bool Lasting(const absl::Status& s) {
          code == CollectorErrorCode::kPermissionDenied;
 }
 
+// Its options.
+const OptionKey<std::vector<std::string>> kEnableOptional{"rdma-enable-optional-counters", {}};
+const OptionKey<bool> kPerProcess{"rdma-per-process", false};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> RdmaNetlinkCollector::Create(
@@ -85,14 +89,31 @@ absl::StatusOr<std::unique_ptr<Collector>> RdmaNetlinkCollector::Create(
   return std::make_unique<RdmaNetlinkCollector>(ctx, std::move(transports));
 }
 
+std::vector<OptionSpec> RdmaNetlinkCollector::Options() {
+  return {
+      option::List(kEnableOptional,
+                   "Comma-separated optional RDMA hw counters (e.g. mlx5 cc_rx_ce_pkts) the "
+                   "rdma_netlink collector enables on every port at discovery, in addition to "
+                   "those already enabled. Needs CAP_NET_ADMIN (e.g. systemd "
+                   "AmbientCapabilities=CAP_NET_ADMIN); without it the kernel refuses (counted "
+                   "as permission_denied). Empty changes nothing."),
+      option::Bool(kPerProcess,
+                   "Per-process RDMA QP counters: the rdma_netlink collector sets auto mode by "
+                   "PID on every port (each process's QPs get a counter object) and exports the "
+                   "top processes by retransmits/out-of-sequence per port, the rest as "
+                   "process=\"other\". Needs CAP_NET_ADMIN (e.g. systemd "
+                   "AmbientCapabilities=CAP_NET_ADMIN)."),
+  };
+}
+
 RdmaNetlinkCollector::RdmaNetlinkCollector(const CollectorContext& ctx,
                                            RdmaNetlinkTransportFactory transports)
     : store_(ctx.store),
       ports_(ctx.ports),
       hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
-      enable_optional_(ctx.options->rdma_enable_optional_counters),
+      enable_optional_(ctx.options->values.Get(kEnableOptional)),
       transports_(std::move(transports)),
-      per_process_(ctx.options->rdma_per_process),
+      per_process_(ctx.options->values.Get(kPerProcess)),
       proc_root_(ctx.options->proc_root) {
   if (ctx.metrics != nullptr) {
     source_gauge_ = &ctx.metrics->Gauge(kHwCountersSource);

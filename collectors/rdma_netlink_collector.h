@@ -117,6 +117,9 @@ class RdmaNetlinkCollector final : public Collector {
 
   // The registry factory: the kernel transport.
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
+  // Its options (--rdma-enable-optional-counters, --rdma-per-process),
+  // registered with it (collectors/register_all.cc).
+  static std::vector<OptionSpec> Options();
 
   // `transports` makes one transport per polled tier (tests pass a fake); an
   // empty one never asks a kernel (Create passes none when --sysfs-root is

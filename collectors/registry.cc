@@ -9,7 +9,8 @@
 namespace fabricscope {
 
 absl::Status CollectorRegistry::Register(std::string name, std::string description,
-                                         CollectorFactory factory, CollectorDeps deps) {
+                                         CollectorFactory factory, CollectorDeps deps,
+                                         std::vector<OptionSpec> options) {
   if (Find(name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("collector \"", name, "\" registered twice"));
   }
@@ -17,9 +18,56 @@ absl::Status CollectorRegistry::Register(std::string name, std::string descripti
     return absl::InvalidArgumentError(
         absl::StrCat("collector \"", name, "\" cannot come after itself"));
   }
-  entries_.push_back(
-      {std::move(name), std::move(description), std::move(factory), std::move(deps)});
+  for (const OptionSpec& spec : options) {
+    for (const Entry& e : entries_) {
+      for (const OptionSpec& other : e.options) {
+        if (other.name == spec.name) {
+          return absl::AlreadyExistsError(absl::StrCat("collector \"", name, "\": option --",
+                                                       spec.name, " is collector \"", e.name,
+                                                       "\"'s"));
+        }
+      }
+    }
+  }
+  entries_.push_back({std::move(name), std::move(description), std::move(factory), std::move(deps),
+                      std::move(options)});
   return absl::OkStatus();
+}
+
+namespace {
+
+struct Builtin {
+  CollectorRegistry registry;
+  absl::Status status;
+};
+
+const Builtin& GetBuiltin() {
+  static const Builtin* builtin = [] {
+    auto* b = new Builtin();
+    b->status = RegisterAllCollectors(b->registry);
+    return b;
+  }();
+  return *builtin;
+}
+
+}  // namespace
+
+const CollectorRegistry& BuiltinCollectors() { return GetBuiltin().registry; }
+
+absl::Status BuiltinCollectorsStatus() { return GetBuiltin().status; }
+
+absl::Status SetCollectorOption(CollectorOptions* options, absl::string_view name,
+                                absl::string_view text) {
+  for (const CollectorRegistry::Entry& e : BuiltinCollectors().entries()) {
+    for (const OptionSpec& spec : e.options) {
+      if (spec.name != name) continue;
+      if (absl::Status s = options->values.Set(spec, text); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no collector has an option \"", name, "\""));
 }
 
 const CollectorRegistry::Entry* CollectorRegistry::Find(absl::string_view name) const {

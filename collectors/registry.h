@@ -45,12 +45,16 @@ class CollectorRegistry {
     std::string description;
     CollectorFactory factory;
     CollectorDeps deps;
+    // Its own options (core/options.h), declared next to its code: the
+    // daemon's --help, config file and docs/options.md list them; it reads
+    // them from CollectorOptions::values at creation.
+    std::vector<OptionSpec> options;
   };
 
-  // AlreadyExists for a duplicate name, InvalidArgument for an entry that
-  // names itself in deps.after.
+  // AlreadyExists for a duplicate name or option name, InvalidArgument for an
+  // entry that names itself in deps.after.
   absl::Status Register(std::string name, std::string description, CollectorFactory factory,
-                        CollectorDeps deps = {});
+                        CollectorDeps deps = {}, std::vector<OptionSpec> options = {});
 
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry* Find(absl::string_view name) const;
@@ -71,5 +75,15 @@ class CollectorRegistry {
 
 // Registers every built-in collector (collectors/register_all.cc).
 absl::Status RegisterAllCollectors(CollectorRegistry& registry);
+
+// The built-in collectors, registered on first use (thread-safe), and the
+// error RegisterAllCollectors returned for them (OK normally).
+const CollectorRegistry& BuiltinCollectors();
+absl::Status BuiltinCollectorsStatus();
+
+// Sets one of a built-in collector's options by name in `options`, as the
+// config file would (parsed and bounded by its spec); tests and programs.
+absl::Status SetCollectorOption(CollectorOptions* options, absl::string_view name,
+                                absl::string_view text);
 
 }  // namespace fabricscope

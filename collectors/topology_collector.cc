@@ -32,7 +32,35 @@ std::string HostName() {
   return buf;
 }
 
+// Its options.
+const OptionKey<std::string> kLldpdSocket{"lldpd-socket", "/run/lldpd.socket"};
+const OptionKey<bool> kIbMadTopology{"ib-mad-topology", false};
+const OptionKey<std::string> kTopologyFile{"topology-file", ""};
+const OptionKey<std::string> kHwlocXml{"hwloc-xml", ""};
+
 }  // namespace
+
+std::vector<OptionSpec> TopologyCollector::Options() {
+  return {
+      option::Path(kLldpdSocket, "PATH",
+                   "lldpd's control socket, read by the topology collector for LLDP neighbours "
+                   "(the daemon's user must be able to connect: root or group _lldpd). Empty "
+                   "disables LLDP.",
+                   PathAccess::kSocket),
+      option::Bool(kIbMadTopology,
+                   "Ask each InfiniBand port's peer for its NodeDescription, NodeGUID and port "
+                   "number with directed-route SMPs (needs read-write access to "
+                   "/dev/infiniband/umad*)."),
+      option::Path(kTopologyFile, "FILE",
+                   "Link partners from a cabling inventory (docs/topology-file.md); re-read when "
+                   "it changes. Live LLDP/SMP answers win over it.",
+                   PathAccess::kReadFile),
+      option::Path(kHwlocXml, "FILE",
+                   "Load the PCI tree (GPU-NIC affinity) from this hwloc XML export instead of "
+                   "discovering the host (tests, offline analysis).",
+                   PathAccess::kReadFile),
+  };
+}
 
 absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const CollectorContext& ctx) {
   if (ctx.options == nullptr || ctx.ports == nullptr) {
@@ -41,19 +69,21 @@ absl::StatusOr<std::unique_ptr<Collector>> TopologyCollector::Create(const Colle
   const CollectorOptions& o = *ctx.options;
   TopologySources sources;
   sources.errors = std::make_shared<TopologyErrorSink>();
-  if (o.ib_mad_topology) {
+  if (o.values.Get(kIbMadTopology)) {
     IbMadSourceOptions ib;
     ib.port_error = [sink = sources.errors](const absl::Status& status, absl::string_view key) {
       sink->Report(status, absl::StrCat("topology/ib_mad/", key));
     };
     sources.partners.push_back(MakeIbMadSource(std::move(ib)));
   }
-  if (!o.lldpd_socket.empty()) sources.partners.push_back(MakeLldpSource(o.lldpd_socket));
-  if (!o.topology_file.empty()) {
+  const std::string lldpd_socket = o.values.Get(kLldpdSocket);
+  const std::string topology_file = o.values.Get(kTopologyFile);
+  if (!lldpd_socket.empty()) sources.partners.push_back(MakeLldpSource(lldpd_socket));
+  if (!topology_file.empty()) {
     sources.partners.push_back(
-        std::make_unique<TopologyFileSource>(o.topology_file, o.sysfs_root, HostName()));
+        std::make_unique<TopologyFileSource>(topology_file, o.sysfs_root, HostName()));
   }
-  sources.pci = MakeHwlocPciSource(o.sysfs_root, o.hwloc_xml);
+  sources.pci = MakeHwlocPciSource(o.sysfs_root, o.values.Get(kHwlocXml));
   return std::make_unique<TopologyCollector>(ctx.ports, ctx.metrics, o.sysfs_root, o.netdev_include,
                                              std::move(sources));
 }

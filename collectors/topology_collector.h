@@ -73,6 +73,9 @@ class TopologyCollector final : public Collector {
       "GPU-NIC affinity (config tier)";
 
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
+  // Its options (--lldpd-socket, --ib-mad-topology, --topology-file,
+  // --hwloc-xml), registered with it (collectors/register_all.cc).
+  static std::vector<OptionSpec> Options();
 
   // `ports` and `metrics` outlive the collector.
   TopologyCollector(PortInventory* ports, MetricsRegistry* metrics, std::string sysfs_root,

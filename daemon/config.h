@@ -56,20 +56,15 @@ struct Config {
   std::vector<std::string> collectors;
   // rdma_sysfs hot set (hw_counters names read every hot tick).
   std::vector<std::string> hot_counters = DefaultHotCounters();  // core/hot_counters.h
-  // rdma_netlink: optional hw counters to enable (needs CAP_NET_ADMIN).
-  std::vector<std::string> rdma_enable_optional_counters;
-  // rdma_netlink: per-process QP counters (auto mode by PID; CAP_NET_ADMIN).
-  bool rdma_per_process = false;
   // netdev: extra interfaces (regex, full match) besides the RDMA netdevs.
   std::string netdev_include;
   // ethtool: read `ethtool -S` text files from this directory instead of the ioctl.
   std::string ethtool_dir;
   // dcb_config: read `dcb pfc show` text files from this directory instead of dcbnl.
   std::string dcb_dir;
-  std::string lldpd_socket = "/run/lldpd.socket";
-  bool ib_mad_topology = false;
-  std::string topology_file;
-  std::string hwloc_xml;
+  // The collectors' own options (--rdma-per-process, --lldpd-socket, ...:
+  // each declares them with its registration, collectors/registry.h).
+  OptionValues collector_values;
 
   // Store.
   uint64_t store_memory_bytes = 256ull << 20;
@@ -143,6 +138,7 @@ struct CommandLine {
   bool version = false;
   bool list_collectors = false;
   bool dump_metrics_reference = false;
+  bool dump_options_reference = false;
   // The raw flags, kept so that a SIGHUP reload can re-apply them over the
   // reloaded file (flags keep overriding the file).
   std::vector<std::string> flag_args;
@@ -165,6 +161,10 @@ absl::Status ApplyConfigText(absl::string_view text, absl::string_view origin, C
 
 // The --help text, with every flag, its default and allowed values.
 std::string HelpText();
+
+// docs/options.md (--dump-options-reference): every option as a Markdown
+// table row (name, value, default, reload class, who declares it, help).
+std::string OptionsReference();
 
 // Names of options whose value differs between `a` and `b` but that cannot
 // change without a restart.

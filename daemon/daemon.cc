@@ -387,8 +387,6 @@ absl::Status Daemon::CheckPaths() const {
       {"config", command_line_.config.config_file, Access::kReadFile},  // re-read on SIGHUP
       {"ethtool-dir", config_.ethtool_dir, Access::kReadDir},
       {"dcb-dir", config_.dcb_dir, Access::kReadDir},
-      {"topology-file", config_.topology_file, Access::kReadFile},
-      {"hwloc-xml", config_.hwloc_xml, Access::kReadFile},
       {"web.config.file", config_.web_config_file, Access::kReadFile},
       {"metrics-auth-file", config_.metrics_auth_file, Access::kReadFile},
       {"replay", config_.replay_file, Access::kReadFile},
@@ -399,10 +397,20 @@ absl::Status Daemon::CheckPaths() const {
   };
   if (config_.replay_file.empty()) {
     uses.push_back({"sysfs-root", config_.sysfs_root, Access::kReadDir});
-    const bool topology = config_.collectors.empty() ||
-                          std::find(config_.collectors.begin(), config_.collectors.end(),
-                                    "topology") != config_.collectors.end();
-    if (topology) uses.push_back({"lldpd-socket", config_.lldpd_socket, Access::kSocket});
+  }
+  // The paths the enabled collectors' own options name (OptionSpec::path);
+  // sockets only when polling (a replay connects to none).
+  for (const CollectorRegistry::Entry& e : BuiltinCollectors().entries()) {
+    if (!config_.collectors.empty() &&
+        std::find(config_.collectors.begin(), config_.collectors.end(), e.name) ==
+            config_.collectors.end()) {
+      continue;
+    }
+    for (const OptionSpec& spec : e.options) {
+      if (spec.path == Access::kNone) continue;
+      if (spec.path == Access::kSocket && !config_.replay_file.empty()) continue;
+      uses.push_back({spec.name, config_.collector_values.Render(spec), spec.path});
+    }
   }
   // Paths the user cannot use degrade the daemon (no topology, no web config
   // reload, a tree not polled, incidents not recorded) but everything else

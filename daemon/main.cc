@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
     std::fputs((RenderMetricReference() + "\n" + RenderSignalTable()).c_str(), stdout);
     return 0;
   }
+  if (cl->dump_options_reference) {
+    std::fputs(OptionsReference().c_str(), stdout);
+    return 0;
+  }
   if (cl->list_collectors) {
     CollectorRegistry registry;
     if (auto s = RegisterAllCollectors(registry); !s.ok()) {

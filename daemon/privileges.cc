@@ -79,10 +79,11 @@ std::string NearestExisting(const std::string& path) {
 std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses) {
   std::vector<std::string> problems;
   for (const PathUse& use : uses) {
-    if (use.path.empty()) continue;
+    if (use.path.empty() || use.access == PathUse::Access::kNone) continue;
     const char* what = "";
     int mode = R_OK;
     switch (use.access) {
+      case PathUse::Access::kNone:
       case PathUse::Access::kReadFile:
         what = "is not readable";
         mode = R_OK;

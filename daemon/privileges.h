@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/options.h"
 
 namespace fabricscope {
 
@@ -39,13 +40,8 @@ std::string CurrentUserDescription();
 // reloaded on SIGHUP, the sysfs/ethtool/dcb trees polled, the state and
 // incident directories written -- fail there the same way as at start.
 struct PathUse {
-  enum class Access {
-    kReadFile,  // open for reading
-    kReadDir,   // list and read below it (r-x)
-    kWriteDir,  // create files in it (-wx); a missing one must be creatable
-    kSocket,    // connect to a unix socket (w on the socket)
-  };
-  std::string option;  // "hwloc-xml"
+  using Access = PathAccess;  // core/options.h (kNone: not checked)
+  std::string option;         // "hwloc-xml"
   std::string path;
   Access access = Access::kReadFile;
 };

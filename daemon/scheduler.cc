@@ -179,8 +179,8 @@ void Scheduler::Start() {
     g.interval = intervals_[t];
     g.tiers.push_back(static_cast<Tier>(t));
   }
-  for (auto& [key, group] : groups) {
-    threads_.emplace_back([this, group] { RunGroup(group); });
+  for (auto& entry : groups) {
+    threads_.emplace_back([this, group = entry.second] { RunGroup(group); });
   }
 }
 

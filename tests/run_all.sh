@@ -73,7 +73,8 @@ shard_counts() {
 for preset in "${presets[@]}"; do
   if [ "$preset" = fuzz ]; then
     echo "=== fuzz: every target for ${FUZZ_SECONDS:-6} s ==="
-    FUZZ_JOBS="${FUZZ_JOBS:-2}" FUZZ_NICE="${FUZZ_NICE:-0}" tests/fuzz/run_fuzzers.sh "${FUZZ_SECONDS:-6}"
+    FUZZ_PRESET=debug-asan FUZZ_JOBS="${FUZZ_JOBS:-2}" FUZZ_NICE="${FUZZ_NICE:-0}" \
+      tests/fuzz/run_fuzzers.sh "${FUZZ_SECONDS:-6}"
     continue
   fi
   echo "=== $preset: configure and build ==="

@@ -8,9 +8,10 @@
 // conditions into episodes (Episode: a debouncer, an event in the EventLog, a
 // state gauge). Adding one is one file pair,
 // daemon/detect/<name>_detector.{h,cc}, one line in
-// daemon/detect/register_all.cc and one line in daemon/CMakeLists.txt (and in
-// fuzz/CMakeLists.txt's FUZZ_LIB_SOURCES); thresholds of its own are fields
-// of DetectorOptions (detector_options.h) with a flag in daemon/config.cc. Its
+// daemon/detect/register_all.cc and one line in daemon/CMakeLists.txt (and
+// its test). Its options (flags and config keys: name, type, default, bounds,
+// help) are OptionSpecs of its DetectorClass, declared in its .cc with
+// OptionKey constants it reads them by; nothing else lists them. Its
 // documentation (kinds, rules, the options it reads), its kinds and its own
 // metric declarations (DefineMetric) live in its files; its name lives only in
 // the registration list, and the engine hands it in (Detector::name()).
@@ -287,6 +288,13 @@ struct DetectorClass {
   // it for every registered detector, enabled or not. May be empty.
   std::function<void(MetricsRegistry&)> declare_metrics;
   DetectorFactory create;
+  // Its own options (core/options.h), declared next to its code: the daemon's
+  // --help, config file and docs/options.md list them with the detector's; it
+  // reads them from DetectorContext::options().values (best once, at
+  // construction: every detector option needs a restart). May be empty.
+  std::vector<OptionSpec> options;
+  // Checks its options together (one against another); may be empty.
+  std::function<absl::Status(const OptionValues&)> validate;
 };
 
 }  // namespace fabricscope

@@ -1,5 +1,7 @@
 #include "daemon/detect/detector_registry.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +15,26 @@ struct Builtin {
   absl::Status status;
 };
 
+// DetectorRegistrations made before the built-in registry was built.
+struct Pending {
+  std::vector<DetectorRegistry::Entry> entries;
+  bool consumed = false;
+};
+Pending& GetPending() {
+  static Pending* pending = new Pending();
+  return *pending;
+}
+
 const Builtin& GetBuiltin() {
   static const Builtin* builtin = [] {
     auto* b = new Builtin();
     b->status = RegisterAllDetectors(b->registry);
+    Pending& pending = GetPending();
+    for (DetectorRegistry::Entry& e : pending.entries) {
+      b->status.Update(b->registry.Register(std::move(e.name), std::move(e.detector)));
+    }
+    pending.entries.clear();
+    pending.consumed = true;
     return b;
   }();
   return *builtin;
@@ -30,6 +48,16 @@ absl::Status DetectorRegistry::Register(std::string name, DetectorClass detector
   }
   if (!detector.create) {
     return absl::InvalidArgumentError(absl::StrCat("detector \"", name, "\" has no factory"));
+  }
+  for (const OptionSpec& spec : detector.options) {
+    for (const Entry& e : entries_) {
+      for (const OptionSpec& other : e.detector.options) {
+        if (other.name == spec.name) {
+          return absl::AlreadyExistsError(absl::StrCat(
+              "detector \"", name, "\": option --", spec.name, " is detector \"", e.name, "\"'s"));
+        }
+      }
+    }
   }
   entries_.push_back({std::move(name), std::move(detector)});
   return absl::OkStatus();
@@ -55,6 +83,18 @@ std::string DetectorRegistry::List() const {
     absl::StrAppend(&out, absl::StrFormat("%-17s %s\n", e.name, e.detector.description));
   }
   return out;
+}
+
+DetectorRegistration::DetectorRegistration(std::string name, DetectorClass detector) {
+  Pending& pending = GetPending();
+  if (pending.consumed) {
+    std::fprintf(stderr,
+                 "fabricscope: DetectorRegistration of \"%s\" after the detector registry was "
+                 "built\n",
+                 name.c_str());
+    std::abort();
+  }
+  pending.entries.push_back({std::move(name), std::move(detector)});
 }
 
 const DetectorRegistry& BuiltinDetectors() { return GetBuiltin().registry; }

@@ -27,9 +27,9 @@ class DetectorRegistry {
     DetectorClass detector;
   };
 
-  // Adds a detector under `name`. AlreadyExistsError when the name is taken
-  // (the registry is unchanged); InvalidArgumentError when the class has no
-  // factory.
+  // Adds a detector under `name`. AlreadyExistsError when the name, or the
+  // name of one of its options, is taken (the registry is unchanged);
+  // InvalidArgumentError when the class has no factory.
   absl::Status Register(std::string name, DetectorClass detector);
 
   const std::vector<Entry>& entries() const { return entries_; }
@@ -47,7 +47,19 @@ class DetectorRegistry {
 // the first error (a duplicate name) and registers the rest.
 absl::Status RegisterAllDetectors(DetectorRegistry& registry);
 
-// The built-in detectors, registered on first use.
+// A detector compiled outside the daemon's own library (a test target, a
+// build with a detector of one's own) registers with one namespace-scope
+//   const DetectorRegistration kRegistration("name", MyDetector::Class());
+// in its own .cc: it joins the built-in registry after register_all.cc's
+// list, in static initialisation order. Constructing one after the built-in
+// registry was first used aborts (naming the detector): it would be missed.
+class DetectorRegistration {
+ public:
+  DetectorRegistration(std::string name, DetectorClass detector);
+};
+
+// The built-in detectors (and DetectorRegistrations), registered on first
+// use.
 const DetectorRegistry& BuiltinDetectors();
 // OK, or the error RegisterAllDetectors returned for them.
 absl::Status BuiltinDetectorsStatus();

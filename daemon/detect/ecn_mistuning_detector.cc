@@ -18,17 +18,70 @@ const MetricSpec& kEcnMistuningActive = DefineMetric(
      .labels = {"device", "port", "kind"},
      .component = "detect"});
 
+const OptionKey<absl::Duration> kWindow{"ecn-window", absl::Seconds(1)};
+const OptionKey<absl::Duration> kDetection{"ecn-detection-time", absl::Milliseconds(300)};
+const OptionKey<absl::Duration> kRestoration{"ecn-restoration-time", absl::Seconds(1)};
+const OptionKey<double> kDropFloor{"ecn-drop-floor", 100};  // discarded packets per second
+const OptionKey<double> kMarkRatio{"ecn-mark-ratio", 0.1};  // marks + CNPs per discard
+const OptionKey<double> kCnpFloor{"ecn-cnp-floor", 1000};   // CNPs per second
+const OptionKey<double> kLowUtilization{"ecn-low-utilization", 0.3};  // of the link rate
+// The link rate of a port whose rate is unknown (no option).
+constexpr double kDefaultLinkGbps = 100;
+
 }  // namespace
 
+EcnMistuningDetector::Settings EcnMistuningDetector::SettingsOf(const OptionValues& v) {
+  return {.window_s = absl::ToDoubleSeconds(v.Get(kWindow)),
+          .window_ns = Ns(v.Get(kWindow)),
+          .detection_ns = Ns(v.Get(kDetection)),
+          .restoration_ns = Ns(v.Get(kRestoration)),
+          .drop_floor = v.Get(kDropFloor),
+          .mark_ratio = v.Get(kMarkRatio),
+          .cnp_floor = v.Get(kCnpFloor),
+          .low_utilization = v.Get(kLowUtilization)};
+}
+
+EcnMistuningDetector::EcnMistuningDetector(std::string name, DetectorContext* ctx)
+    : Detector(std::move(name), ctx), settings_(SettingsOf(ctx->options().values)) {}
+
 DetectorClass EcnMistuningDetector::Class() {
-  return {.description =
-              "ECN mistuning: marking too late, drops with ECN disabled, marking too "
-              "aggressively, CNPs ignored, ECN disabled on a PFC priority",
-          .kinds = {"marking_too_late", "drops_ecn_disabled", "too_aggressive", "cnp_ignored",
-                    "ecn_disabled_on_pfc_priority"},
-          .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kEcnMistuningActive); },
-          .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
-            return std::make_unique<EcnMistuningDetector>(std::move(name), ctx);
+  return {
+      .description =
+          "ECN mistuning: marking too late, drops with ECN disabled, marking too "
+          "aggressively, CNPs ignored, ECN disabled on a PFC priority",
+      .kinds = {"marking_too_late", "drops_ecn_disabled", "too_aggressive", "cnp_ignored",
+                "ecn_disabled_on_pfc_priority"},
+      .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kEcnMistuningActive); },
+      .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
+        return std::make_unique<EcnMistuningDetector>(std::move(name), ctx);
+      },
+      .options =
+          {
+              option::Duration(kWindow,
+                               "ECN mistuning: the trailing window the rates are taken "
+                               "over."),
+              option::Duration(kDetection,
+                               "ECN mistuning: how long a condition must hold before "
+                               "it is reported."),
+              option::Duration(kRestoration,
+                               "ECN mistuning: how long a condition must be gone "
+                               "before the report ends."),
+              option::Number(kDropFloor, "NUMBER",
+                             "ECN marking too late: discards per second on the port at or above "
+                             "which marking is judged.",
+                             Between(1e-3, 1e12)),
+              option::Number(kMarkRatio, "NUMBER",
+                             "ECN marking too late: ECN marks + CNPs per discard below which "
+                             "marking is flat.",
+                             Between(0, 1e6)),
+              option::Number(kCnpFloor, "NUMBER",
+                             "ECN too aggressive: CNPs per second (sent + handled) at or above "
+                             "which the port is judged.",
+                             Between(1e-3, 1e12)),
+              option::Number(kLowUtilization, "NUMBER",
+                             "ECN too aggressive: link utilization (of the port's rate) below "
+                             "which CNPs are suspicious.",
+                             Between(0.001, 1)),
           }};
 }
 
@@ -133,9 +186,10 @@ EcnMistuningDetector::PortState& EcnMistuningDetector::Port(const PortRef& ref) 
   auto it = ports_.find(key);
   if (it == ports_.end()) {
     ++port_inserts_;
-    const DetectorOptions& o = ctx_->options();
     it =
-        ports_.try_emplace(key, Ns(o.ecn_window), Ns(o.ecn_detection), Ns(o.ecn_restoration)).first;
+        ports_
+            .try_emplace(key, settings_.window_ns, settings_.detection_ns, settings_.restoration_ns)
+            .first;
     PortState& p = it->second;
     Init(&p.too_late, ref, "marking_too_late", kRankEcn);
     Init(&p.ecn_off, ref, "drops_ecn_disabled", kRankEcn);
@@ -157,9 +211,8 @@ void EcnMistuningDetector::Init(Episode* ep, const PortRef& ref, absl::string_vi
 }
 
 void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t from, int64_t now) {
-  const DetectorOptions& o = ctx_->options();
-  const double elapsed = std::clamp(static_cast<double>(now - p->first_ns) * 1e-9, 0.1,
-                                    absl::ToDoubleSeconds(o.ecn_window));
+  const Settings& o = settings_;
+  const double elapsed = std::clamp(static_cast<double>(now - p->first_ns) * 1e-9, 0.1, o.window_s);
   auto rate = [&](const WindowSum& w) {
     double v = 0, s = 0;
     w.Sum(now, &v, &s);
@@ -171,10 +224,10 @@ void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t fr
   const double ignored = rate(p->ignored);
   const double bytes =
       std::max({rate(p->port_rx), rate(p->port_tx), rate(p->net_rx), rate(p->net_tx)});
-  const double link = p->link_bps > 0 ? p->link_bps : o.default_link_gbps * 1e9;
+  const double link = p->link_bps > 0 ? p->link_bps : kDefaultLinkGbps * 1e9;
   const double util = bytes * 8 / link;
   const std::string where = absl::StrCat(ref.device, "/", ref.port);
-  const bool flat = drops >= o.ecn_drop_floor && marks < o.ecn_mark_ratio * drops;
+  const bool flat = drops >= o.drop_floor && marks < o.mark_ratio * drops;
   std::string off_what;
   const bool ecn_off = flat && EcnDisabled(ref.netdev, &off_what);
   p->ecn_off.Feed(ctx_, from, now, ecn_off, drops, [&](const Episode& e) {
@@ -189,9 +242,8 @@ void EcnMistuningDetector::Evaluate(PortState* p, const PortRef& ref, int64_t fr
         "ECN marks too late (Kmin/Kmax above the buffer?)",
         where, e.run_peak, marks);
   });
-  p->aggressive.Feed(ctx_, from, now,
-                     cnps >= o.ecn_cnp_floor && util < o.ecn_low_utilization && drops == 0, cnps,
-                     [&](const Episode& e) {
+  p->aggressive.Feed(ctx_, from, now, cnps >= o.cnp_floor && util < o.low_utilization && drops == 0,
+                     cnps, [&](const Episode& e) {
                        return absl::StrFormat(
                            "%s: CNPs at up to %.0f/s at %.0f%% utilization without drops: ECN "
                            "marks too aggressively (Kmin too low / Pmax too high?)",

@@ -1,8 +1,8 @@
-// The ecn_mistuning detector (per RDMA port, over a trailing ecn_window,
+// The ecn_mistuning detector (per RDMA port, over a trailing --ecn-window,
 // judged every 100 ms of sample time).
 //
-//  - kind "marking_too_late": discards at >= ecn_drop_floor packets/s while
-//    ECN marks + CNPs stay below ecn_mark_ratio x the discard rate, on a port
+//  - kind "marking_too_late": discards at >= --ecn-drop-floor packets/s while
+//    ECN marks + CNPs stay below --ecn-mark-ratio x the discard rate, on a port
 //    whose ECN is enabled (or not known).
 //  - kind "drops_ecn_disabled": the same discards with flat marks, on a port
 //    whose ECN is disabled (dcb_config's fabricscope_ecn_enabled = 0 for
@@ -11,17 +11,17 @@
 //    are then expected (congestion control is left to something else, e.g.
 //    the collective library), so this is "drops with ECN disabled", not
 //    marking too late.
-//  - kind "too_aggressive": CNPs at >= ecn_cnp_floor per second while
+//  - kind "too_aggressive": CNPs at >= --ecn-cnp-floor per second while
 //    utilization (the busiest direction of port or netdev bytes over the
-//    port's link rate, default_link_gbps when unknown) < ecn_low_utilization
+//    port's link rate, 100 Gb/s when unknown) < --ecn-low-utilization
 //    and nothing is discarded.
 //  - kind "cnp_ignored": rp_cnp_ignored rising.
 //  - kind "ecn_disabled_on_pfc_priority" (per netdev and priority): PFC
 //    enabled on a priority whose ECN (np or rp) is disabled (dcb_config).
 //
 // marking_too_late, drops_ecn_disabled and too_aggressive need
-// ecn_detection to start, cnp_ignored starts on the first interval; the four
-// end after ecn_restoration. ecn_disabled_on_pfc_priority starts and ends with the
+// --ecn-detection-time to start, cnp_ignored starts on the first interval; the four
+// end after --ecn-restoration-time. ecn_disabled_on_pfc_priority starts and ends with the
 // configuration (judged on each of its samples). Samples of netdevs that are
 // not RDMA ports are ignored. Reports
 // fabricscope_ecn_mistuning_active{device,port,kind} (1 while active),
@@ -47,12 +47,21 @@ class EcnMistuningDetector final : public Detector {
  public:
   static DetectorClass Class();
 
-  using Detector::Detector;
+  EcnMistuningDetector(std::string name, DetectorContext* ctx);
   std::vector<const MetricSpec*> Families() const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 
  private:
+  // Its options (--ecn-*), read at construction.
+  struct Settings {
+    double window_s;
+    int64_t window_ns, detection_ns, restoration_ns;
+    double drop_floor, mark_ratio, cnp_floor, low_utilization;
+  };
+  static Settings SettingsOf(const OptionValues& values);
+  const Settings settings_;
+
   struct Sums {
     explicit Sums(int64_t w)
         : drops(w), marks(w), cnps(w), ignored(w), port_rx(w), port_tx(w), net_rx(w), net_tx(w) {}

@@ -17,17 +17,44 @@ const MetricSpec& kLinkDegradedActive =
                   .labels = {"device", "port", "netdev", "kind"},
                   .component = "detect"});
 
+const OptionKey<double> kCorrectedFactor{"fec-corrected-factor", 10};
+const OptionKey<absl::Duration> kFecBaseline{"fec-baseline", absl::Seconds(60)};
+const OptionKey<absl::Duration> kHold{"link-hold-time", absl::Seconds(2)};
+// Corrected blocks and corrected bits per second at or above which a rising
+// FEC rate is judged (no options).
+constexpr double kBlockFloor = 100;
+constexpr double kBitFloor = 10000;
+
 }  // namespace
 
+LinkDegradationDetector::LinkDegradationDetector(std::string name, DetectorContext* ctx)
+    : Detector(std::move(name), ctx),
+      corrected_factor_(ctx->options().values.Get(kCorrectedFactor)),
+      fec_baseline_ns_(Ns(ctx->options().values.Get(kFecBaseline))),
+      hold_ns_(Ns(ctx->options().values.Get(kHold))) {}
+
 DetectorClass LinkDegradationDetector::Class() {
-  return {.description =
-              "link degradation: FEC corrected rate rising, uncorrectable FEC blocks, "
-              "symbol errors, link down events, link error recovery",
-          .kinds = {"fec_corrected_rising", "fec_uncorrectable", "symbol_errors", "link_downed",
-                    "link_error_recovery"},
-          .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kLinkDegradedActive); },
-          .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
-            return std::make_unique<LinkDegradationDetector>(std::move(name), ctx);
+  return {
+      .description =
+          "link degradation: FEC corrected rate rising, uncorrectable FEC blocks, "
+          "symbol errors, link down events, link error recovery",
+      .kinds = {"fec_corrected_rising", "fec_uncorrectable", "symbol_errors", "link_downed",
+                "link_error_recovery"},
+      .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kLinkDegradedActive); },
+      .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
+        return std::make_unique<LinkDegradationDetector>(std::move(name), ctx);
+      },
+      .options =
+          {
+              option::Number(kCorrectedFactor, "NUMBER",
+                             "Link degradation: FEC corrected rate over 1s at least this multiple "
+                             "of its baseline (--fec-baseline) is fec_corrected_rising.",
+                             Between(1, 1e9)),
+              option::Duration(kFecBaseline,
+                               "Link degradation: the baseline window of the FEC rate."),
+              option::Duration(kHold,
+                               "Link degradation: error-counter increases closer than this "
+                               "are one episode."),
           }};
 }
 
@@ -65,7 +92,6 @@ LinkDegradationDetector::State& LinkDegradationDetector::FindState(const AppendE
                                                                    const PortRef* resolved) {
   const MetricSpec* f = ev.signal->family;
   const absl::string_view kind = KindOf(*ev.signal);
-  const DetectorOptions& o = ctx_->options();
   // A corrected-rate state per series (each has its own baseline); error
   // increases per port and kind, whichever counter reports them (the
   // ethtool link-down counter and the IB PMA link_downed are one event).
@@ -81,10 +107,10 @@ LinkDegradationDetector::State& LinkDegradationDetector::FindState(const AppendE
   if (it == states_.end()) {
     ++inserts_;
     const int64_t on = corrected ? 300'000'000 : 0;
-    it = states_.try_emplace(key, on, Ns(o.link_hold), Ns(o.fec_baseline)).first;
+    it = states_.try_emplace(key, on, hold_ns_, fec_baseline_ns_).first;
     State& st = it->second;
     st.corrected = corrected;
-    st.floor = f == &families::kPhyCorrectedBits ? o.fec_bit_floor : o.fec_block_floor;
+    st.floor = f == &families::kPhyCorrectedBits ? kBitFloor : kBlockFloor;
     if (corrected) ref = ctx_->Resolve(*ev.key, ev.end_ns);
     st.ep.tmpl = MakeEvent(std::string(kind), ref.device, ref.port, ref.netdev, "", "", kRankLink,
                            SignalText(*ev.signal));
@@ -102,7 +128,6 @@ void LinkDegradationDetector::Observe(const AppendEvent& ev) {
   // Only the series Reads() accepts come here (the engine asks once).
   const MetricSpec* f = ev.signal->family;
   const bool corrected = f == &families::kFecCorrectedBlocks || f == &families::kPhyCorrectedBits;
-  const DetectorOptions& o = ctx_->options();
   // An error kind's state is keyed by the port, resolved on every sample
   // (which may consult the inventory); a corrected-rate state by the series.
   const PortRef* ref = corrected ? nullptr : &ctx_->ResolveSeries(ev.id, *ev.key, ev.end_ns);
@@ -119,7 +144,7 @@ void LinkDegradationDetector::Observe(const AppendEvent& ev) {
   State& st = *state;
   if (st.corrected) {
     const auto [rate, baseline] = st.rate.Add(ev, !st.ep.deb.active());
-    const bool cond = rate >= st.floor && rate >= o.fec_corrected_factor * baseline;
+    const bool cond = rate >= st.floor && rate >= corrected_factor_ * baseline;
     st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline = baseline](const Episode& e) {
       return absl::StrFormat("%s: FEC corrected rate up to %.3g/s (baseline %.3g/s)",
                              e.tmpl.netdev.empty() ? e.tmpl.device : e.tmpl.netdev, e.run_peak,

@@ -1,14 +1,14 @@
 // The link_degradation detector (per port).
 //
 //  - kind "fec_corrected_rising" (per series of corrected FEC blocks or
-//    bits): the rate over 1 s is >= fec_corrected_factor x the rate over the
-//    trailing fec_baseline and above fec_block_floor / fec_bit_floor, for
+//    bits): the rate over 1 s is >= --fec-corrected-factor x the rate over the
+//    trailing --fec-baseline and above 100 blocks/s / 10,000 bits/s, for
 //    300 ms (RisingRate in episode.h; the baseline does not learn during an
 //    episode). Peak: the highest rate.
 //  - kinds "fec_uncorrectable", "symbol_errors", "link_downed",
 //    "link_error_recovery" (per port and kind, whichever counter reports it:
 //    ethtool's and the IB PMA's are one event): any increase; the episode
-//    lasts while increases come closer than link_hold. Peak: the count since
+//    lasts while increases come closer than --link-hold-time. Peak: the count since
 //    the daemon started watching.
 //
 // Per-lane FEC series are ignored (the total is enough). Reports
@@ -34,13 +34,19 @@ class LinkDegradationDetector final : public Detector {
  public:
   static DetectorClass Class();
 
-  using Detector::Detector;
+  LinkDegradationDetector(std::string name, DetectorContext* ctx);
   std::vector<const MetricSpec*> Families() const override;
   bool Reads(const Signal& signal) const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 
  private:
+  // Its options (--fec-corrected-factor, --fec-baseline, --link-hold-time),
+  // read at construction.
+  const double corrected_factor_;
+  const int64_t fec_baseline_ns_;
+  const int64_t hold_ns_;
+
   struct State {
     State(int64_t on, int64_t off, int64_t baseline) : ep(on, off), rate(1'000'000'000, baseline) {}
     Episode ep;

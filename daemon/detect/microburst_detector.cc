@@ -17,23 +17,54 @@ const MetricSpec& kMicroburstActive = DefineMetric(
      .labels = {"signal", "device", "port", "netdev", "priority", "direction"},
      .component = "detect"});
 
+const OptionKey<std::vector<std::string>> kSignals{
+    "microburst-signals",
+    {"port_bytes", "netdev_bytes", "pfc_pause_frames", "ecn_marked_packets", "cnp_sent",
+     "discards"}};
+const OptionKey<absl::Duration> kGap{"microburst-gap", absl::Milliseconds(200)};
+
+absl::Status CheckSignals(const std::vector<std::string>& signals) {
+  for (const std::string& s : signals) {
+    if (FindMetric(absl::StrCat("fabricscope_", s, "_total")) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown signal '", s, "' (a counter family without ",
+                       "the fabricscope_ prefix and _total suffix, e.g. port_bytes)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 DetectorClass MicroburstDetector::Class() {
-  return {.description =
-              "microbursts: episodes of poll intervals the store judged bursts, per "
-              "series of --microburst-signals, one event per port episode; ECN-mark/CNP "
-              "bursts only when pause frames or discards show DCQCN did not contain them",
-          .kinds = {"burst"},
-          .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kMicroburstActive); },
-          .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
-            return std::make_unique<MicroburstDetector>(std::move(name), ctx);
+  return {
+      .description =
+          "microbursts: episodes of poll intervals the store judged bursts, per "
+          "series of --microburst-signals, one event per port episode; ECN-mark/CNP "
+          "bursts only when pause frames or discards show DCQCN did not contain them",
+      .kinds = {"burst"},
+      .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kMicroburstActive); },
+      .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
+        return std::make_unique<MicroburstDetector>(std::move(name), ctx);
+      },
+      .options =
+          {
+              option::List(kSignals,
+                           "Signals whose microbursts (see --burst-factor) the microburst "
+                           "detector reports as episodes (counter families without fabricscope_ "
+                           "and _total); one port's simultaneous bursts are one event. "
+                           "ECN-mark/CNP bursts (ecn_marked_packets, cnp_sent, cnp_handled) are "
+                           "DCQCN reacting: events only when the port's pause frames or discards "
+                           "rose with them.",
+                           CheckSignals),
+              option::Duration(kGap,
+                               "Microbursts of one series closer than this belong to one episode."),
           }};
 }
 
 MicroburstDetector::MicroburstDetector(std::string name, DetectorContext* ctx)
-    : Detector(std::move(name), ctx) {
-  for (const std::string& s : ctx->options().microburst_signals) {
+    : Detector(std::move(name), ctx), gap_ns_(Ns(ctx->options().values.Get(kGap))) {
+  for (const std::string& s : ctx->options().values.Get(kSignals)) {
     const MetricSpec* spec = FindMetric(absl::StrCat("fabricscope_", s, "_total"));
     if (spec != nullptr && burst_families_.insert(spec).second) families_.push_back(spec);
   }
@@ -65,7 +96,7 @@ void MicroburstDetector::Observe(const AppendEvent& ev) {
     // State only for series that burst, and for the evidence.
     if (!evidence && !ev.microburst) return;
     ++inserts_;
-    state = &states_.try_emplace(ev.id, Ns(ctx_->options().microburst_gap)).first->second;
+    state = &states_.try_emplace(ev.id, gap_ns_).first->second;
     if (cached != nullptr) *cached = {inserts_ + 1, state};
     SeriesState& st = *state;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);

@@ -1,9 +1,9 @@
-// The microburst detector (per series of microburst_signals, reported per
+// The microburst detector (per series of --microburst-signals, reported per
 // port).
 //
 //  - kind "burst": an episode of poll intervals the store judged microbursts
 //    (rate >= --burst-factor x the trailing 1 s mean and above the signal's
-//    floor, store/aggregates.h); bursts closer than microburst_gap belong to
+//    floor, store/aggregates.h); bursts closer than --microburst-gap belong to
 //    one episode. Peak: the highest rate. Each series has its own episode
 //    (and gauge); the events of one port's simultaneous bursts are one
 //    episode (EventLog merging, event_log.h) listing its signals, e.g.
@@ -18,7 +18,7 @@
 //    names the counter that rose.
 //
 // Pause-frame and discard series are read for that evidence even when not in
-// microburst_signals. State is kept only for series that burst at least once
+// --microburst-signals. State is kept only for series that burst at least once
 // (and for the evidence series). Reports
 // fabricscope_microburst_active{signal,device,port,netdev,priority,direction}
 // (1 during an episode), besides the events and
@@ -45,7 +45,7 @@ class MicroburstDetector final : public Detector {
  public:
   static DetectorClass Class();
 
-  // Reads the counter families of options().microburst_signals, plus PFC
+  // Reads the counter families of --microburst-signals, plus PFC
   // pause frames and discards (evidence).
   MicroburstDetector(std::string name, DetectorContext* ctx);
   std::vector<const MetricSpec*> Families() const override { return families_; }
@@ -64,13 +64,14 @@ class MicroburstDetector final : public Detector {
     Episode ep;
     std::string signal;         // SignalText
     std::string note;           // feedback: what showed DCQCN did not contain it
-    bool bursts = false;        // of microburst_signals: has an episode
+    bool bursts = false;        // of --microburst-signals: has an episode
     bool feedback = false;      // ECN marks / CNPs
     bool evidence = false;      // pause frames / discards
     PortState* port = nullptr;  // owned by ports_
     WindowSum recent;           // evidence: the trailing rate
   };
 
+  const int64_t gap_ns_;  // --microburst-gap
   std::vector<const MetricSpec*> families_;
   absl::flat_hash_set<const MetricSpec*> burst_families_;
   absl::flat_hash_map<SeriesId, SeriesState> states_;

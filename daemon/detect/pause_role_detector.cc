@@ -22,7 +22,19 @@ const MetricSpec& kPauseRole = DefineMetric(
      .labels = {"netdev", "priority", "role"},
      .component = "detect"});
 
+const OptionKey<double> kFraction{"pause-role-fraction", 0.5};
+const OptionKey<double> kClearFraction{"pause-role-clear-fraction", 0.05};
+const OptionKey<absl::Duration> kDetection{"pause-role-detection-time", absl::Seconds(1)};
+const OptionKey<absl::Duration> kRestoration{"pause-role-restoration-time", absl::Seconds(2)};
+
 }  // namespace
+
+PauseRoleDetector::PauseRoleDetector(std::string name, DetectorContext* ctx)
+    : Detector(std::move(name), ctx),
+      fraction_(ctx->options().values.Get(kFraction)),
+      clear_fraction_(ctx->options().values.Get(kClearFraction)),
+      detection_ns_(Ns(ctx->options().values.Get(kDetection))),
+      restoration_ns_(Ns(ctx->options().values.Get(kRestoration))) {}
 
 DetectorClass PauseRoleDetector::Class() {
   return {.description =
@@ -32,6 +44,32 @@ DetectorClass PauseRoleDetector::Class() {
           .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kPauseRole); },
           .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
             return std::make_unique<PauseRoleDetector>(std::move(name), ctx);
+          },
+          .options =
+              {
+                  option::Number(kFraction, "NUMBER",
+                                 "Pause roles (fabricscope_pfc_pause_role): a priority's tx "
+                                 "(originator) or rx (receiver) pause fraction of a poll interval "
+                                 "at or above which the role holds.",
+                                 Between(0.01, 1)),
+                  option::Number(kClearFraction, "NUMBER",
+                                 "Pause roles: an originator's own rx pause fraction must stay "
+                                 "below this (a port paused itself is a victim passing pause on, "
+                                 "not an origin).",
+                                 Between(0, 1)),
+                  option::Duration(kDetection,
+                                   "Pause roles: how long the condition must hold "
+                                   "before the role is reported."),
+                  option::Duration(kRestoration,
+                                   "Pause roles: how long the condition must be "
+                                   "gone before the role ends."),
+              },
+          .validate = [](const OptionValues& v) -> absl::Status {
+            if (!(v.Get(kClearFraction) < v.Get(kFraction))) {
+              return absl::InvalidArgumentError(
+                  "pause-role-clear-fraction must be below pause-role-fraction");
+            }
+            return absl::OkStatus();
           }};
 }
 
@@ -61,10 +99,8 @@ void PauseRoleDetector::InitEpisode(Episode& ep, const AppendEvent& ev, const st
 
 PauseRoleDetector::PriorityState& PauseRoleDetector::State(const AppendEvent& ev,
                                                            const std::string& priority) {
-  const DetectorOptions& o = ctx_->options();
-  auto [it, inserted] =
-      priorities_.try_emplace(absl::StrCat(ev.key->netdev, "|", priority),
-                              Ns(o.pause_role_detection), Ns(o.pause_role_restoration));
+  auto [it, inserted] = priorities_.try_emplace(absl::StrCat(ev.key->netdev, "|", priority),
+                                                detection_ns_, restoration_ns_);
   if (inserted) {
     InitEpisode(it->second.originator, ev, priority, "originator", "pause_originator", "tx");
     InitEpisode(it->second.receiver, ev, priority, "receiver", "pause_receiver", "rx");
@@ -73,11 +109,10 @@ PauseRoleDetector::PriorityState& PauseRoleDetector::State(const AppendEvent& ev
 }
 
 void PauseRoleDetector::Observe(const AppendEvent& ev) {
-  const DetectorOptions& o = ctx_->options();
   if (ev.signal->family == &families::kPauseStormEvents) {
     auto it = nic_.find(ev.id);
     if (it == nic_.end()) {
-      it = nic_.try_emplace(ev.id, 0, Ns(o.pause_role_restoration)).first;
+      it = nic_.try_emplace(ev.id, 0, restoration_ns_).first;
       InitEpisode(it->second, ev, "", "originator", "pause_originator", "tx");
     }
     if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
@@ -101,7 +136,7 @@ void PauseRoleDetector::Observe(const AppendEvent& ev) {
   const double fraction = PauseFraction(ev);
   if (rx) {
     s.last_rx_fraction = fraction;
-    s.receiver.Feed(ctx_, ev.start_ns, ev.end_ns, fraction >= o.pause_role_fraction, fraction,
+    s.receiver.Feed(ctx_, ev.start_ns, ev.end_ns, fraction >= fraction_, fraction,
                     [](const Episode& e) {
                       return absl::StrFormat(
                           "%s priority %s: pause receiver: the switch pauses this port up to "
@@ -110,8 +145,7 @@ void PauseRoleDetector::Observe(const AppendEvent& ev) {
                     });
     return;
   }
-  const bool cond =
-      fraction >= o.pause_role_fraction && s.last_rx_fraction < o.pause_role_clear_fraction;
+  const bool cond = fraction >= fraction_ && s.last_rx_fraction < clear_fraction_;
   s.originator.Feed(ctx_, ev.start_ns, ev.end_ns, cond, fraction, [](const Episode& e) {
     return absl::StrFormat(
         "%s priority %s: pause originator: this NIC pauses its switch up to %.0f%% of each "

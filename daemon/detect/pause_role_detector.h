@@ -5,20 +5,20 @@
 //
 //  - kind "pause_originator": this NIC pauses its switch. A poll interval of
 //    the tx pause time (fabricscope_pfc_pause_seconds_total{direction="tx"}
-//    delta / interval) counts when its fraction is >= pause_role_fraction
+//    delta / interval) counts when its fraction is >= --pause-role-fraction
 //    while the port's own rx pause on the same priority is clear (the last rx
-//    interval's fraction < pause_role_clear_fraction; a port without an rx
+//    interval's fraction < --pause-role-clear-fraction; a port without an rx
 //    pause-time series counts as clear). A victim that passes pause upstream
 //    is paused itself, so it is not an originator. It starts once the
-//    condition held for pause_role_detection and ends after
-//    pause_role_restoration without it. Also (priority "") while the NIC's
+//    condition held for --pause-role-detection-time and ends after
+//    --pause-role-restoration-time without it. Also (priority "") while the NIC's
 //    own pause-storm counters (fabricscope_pause_storm_events_total, mlx5
 //    tx_pause_storm_*_events: its storm prevention is acting) rise, with the
 //    same restoration time. Peak: the highest tx pause fraction (event rate
 //    for the NIC counters).
 //  - kind "pause_receiver": the switch pauses this port: the rx pause
-//    fraction is >= pause_role_fraction for pause_role_detection; ends after
-//    pause_role_restoration below it. Peak: the highest rx pause fraction.
+//    fraction is >= --pause-role-fraction for --pause-role-detection-time; ends after
+//    --pause-role-restoration-time below it. Peak: the highest rx pause fraction.
 //
 // Reports fabricscope_pfc_pause_role{netdev,priority,role} (role
 // "originator" or "receiver"): 1 while the role holds, else 0; the series
@@ -46,12 +46,18 @@ class PauseRoleDetector final : public Detector {
  public:
   static DetectorClass Class();
 
-  using Detector::Detector;
+  PauseRoleDetector(std::string name, DetectorContext* ctx);
   std::vector<const MetricSpec*> Families() const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 
  private:
+  // Its options (--pause-role-*), read at construction.
+  const double fraction_;
+  const double clear_fraction_;
+  const int64_t detection_ns_;
+  const int64_t restoration_ns_;
+
   // One (netdev, priority): the two role episodes and the last rx fraction.
   struct PriorityState {
     PriorityState(int64_t on_ns, int64_t off_ns)

@@ -25,20 +25,44 @@ const MetricSpec& kPfcStorms =
                   .labels = {"netdev", "priority", "direction"},
                   .component = "detect"});
 
+const OptionKey<double> kFraction{"pfc-storm-fraction", 0.8};
+const OptionKey<absl::Duration> kDetection{"pfc-storm-detection-time", absl::Milliseconds(200)};
+const OptionKey<absl::Duration> kRestoration{"pfc-storm-restoration-time", absl::Milliseconds(200)};
+
 }  // namespace
 
+PfcStormDetector::PfcStormDetector(std::string name, DetectorContext* ctx)
+    : Detector(std::move(name), ctx),
+      fraction_(ctx->options().values.Get(kFraction)),
+      detection_ns_(Ns(ctx->options().values.Get(kDetection))),
+      restoration_ns_(Ns(ctx->options().values.Get(kRestoration))) {}
+
 DetectorClass PfcStormDetector::Class() {
-  return {.description =
-              "PFC storms: a priority paused for most of each poll interval, or the "
-              "NIC's own pause-storm events",
-          .kinds = {"storm", "nic_pause_storm"},
-          .declare_metrics =
-              [](MetricsRegistry& m) {
-                m.Gauge(kPfcStormActive);
-                m.Counter(kPfcStorms);
-              },
-          .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
-            return std::make_unique<PfcStormDetector>(std::move(name), ctx);
+  return {
+      .description =
+          "PFC storms: a priority paused for most of each poll interval, or the "
+          "NIC's own pause-storm events",
+      .kinds = {"storm", "nic_pause_storm"},
+      .declare_metrics =
+          [](MetricsRegistry& m) {
+            m.Gauge(kPfcStormActive);
+            m.Counter(kPfcStorms);
+          },
+      .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
+        return std::make_unique<PfcStormDetector>(std::move(name), ctx);
+      },
+      .options =
+          {
+              option::Number(kFraction, "NUMBER",
+                             "PFC storm: a poll interval counts as stormy when the priority was "
+                             "paused for at least this fraction of it.",
+                             Between(0.01, 1)),
+              option::Duration(kDetection,
+                               "PFC storm: stormy intervals must last this long "
+                               "before a storm is declared."),
+              option::Duration(
+                  kRestoration,
+                  "PFC storm: calm intervals must last this long before a storm ends."),
           }};
 }
 
@@ -51,12 +75,10 @@ void PfcStormDetector::ForEachEpisode(const std::function<void(Episode&)>& fn) {
 }
 
 void PfcStormDetector::Observe(const AppendEvent& ev) {
-  const DetectorOptions& o = ctx_->options();
   const bool nic = ev.signal->family == &families::kPauseStormEvents;
   auto it = states_.find(ev.id);
   if (it == states_.end()) {
-    const int64_t off = Ns(o.pfc_storm_restoration);
-    it = states_.try_emplace(ev.id, nic ? 0 : Ns(o.pfc_storm_detection), off).first;
+    it = states_.try_emplace(ev.id, nic ? 0 : detection_ns_, restoration_ns_).first;
     Episode& ep = it->second;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
     ep.tmpl = MakeEvent(nic ? "nic_pause_storm" : "storm", ref.device, ref.port, ev.key->netdev,
@@ -81,7 +103,7 @@ void PfcStormDetector::Observe(const AppendEvent& ev) {
     const double fraction = PauseFraction(ev);
     const bool estimated = ev.signal->estimated;
     t = ep.Feed(
-        ctx_, ev.start_ns, ev.end_ns, fraction >= o.pfc_storm_fraction, fraction,
+        ctx_, ev.start_ns, ev.end_ns, fraction >= fraction_, fraction,
         [estimated](const Episode& e) {
           return absl::StrFormat(
               "%s priority %s %s: paused up to %.0f%% of each poll interval%s", e.tmpl.netdev,

@@ -16,7 +16,21 @@ const MetricSpec& kRetransmitSpikeActive = DefineMetric(
      .labels = {"device", "port", "kind"},
      .component = "detect"});
 
+const OptionKey<absl::Duration> kWindow{"retransmit-window", absl::Seconds(1)};
+const OptionKey<absl::Duration> kBaseline{"retransmit-baseline", absl::Seconds(30)};
+const OptionKey<double> kFloor{"retransmit-floor", 10};
+const OptionKey<double> kFactor{"retransmit-factor", 4};
+// How long the condition must be gone before an episode ends (no option).
+constexpr absl::Duration kRestoration = absl::Seconds(1);
+
 }  // namespace
+
+RetransmitSpikeDetector::RetransmitSpikeDetector(std::string name, DetectorContext* ctx)
+    : Detector(std::move(name), ctx),
+      window_ns_(Ns(ctx->options().values.Get(kWindow))),
+      baseline_ns_(Ns(ctx->options().values.Get(kBaseline))),
+      floor_(ctx->options().values.Get(kFloor)),
+      factor_(ctx->options().values.Get(kFactor)) {}
 
 DetectorClass RetransmitSpikeDetector::Class() {
   return {.description =
@@ -26,7 +40,21 @@ DetectorClass RetransmitSpikeDetector::Class() {
           .declare_metrics = [](MetricsRegistry& m) { m.Gauge(kRetransmitSpikeActive); },
           .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
             return std::make_unique<RetransmitSpikeDetector>(std::move(name), ctx);
-          }};
+          },
+          .options =
+              {
+                  option::Duration(kWindow, "Retransmit spike: the window of the judged rate."),
+                  option::Duration(kBaseline,
+                                   "Retransmit spike: the trailing window of the baseline rate."),
+                  option::Number(kFloor, "NUMBER",
+                                 "Retransmit spike: events per second at or above which a counter "
+                                 "can spike.",
+                                 Between(1e-3, 1e12)),
+                  option::Number(kFactor, "NUMBER",
+                                 "Retransmit spike: the rate must be at least this multiple of the "
+                                 "baseline.",
+                                 Between(1, 1e6)),
+              }};
 }
 
 std::vector<const MetricSpec*> RetransmitSpikeDetector::Families() const {
@@ -45,14 +73,10 @@ bool RetransmitSpikeDetector::Reads(const Signal& signal) const {
 
 void RetransmitSpikeDetector::Observe(const AppendEvent& ev) {
   // Only the series Reads() accepts come here (the engine asks once).
-  const DetectorOptions& o = ctx_->options();
   auto it = states_.find(ev.id);
   if (it == states_.end()) {
     const absl::string_view counter = ev.signal->Label("counter");
-    it = states_
-             .try_emplace(ev.id, Ns(o.retransmit_window), Ns(o.retransmit_baseline),
-                          Ns(o.retransmit_restoration))
-             .first;
+    it = states_.try_emplace(ev.id, window_ns_, baseline_ns_, Ns(kRestoration)).first;
     State& st = it->second;
     const PortRef ref = ctx_->Resolve(*ev.key, ev.end_ns);
     st.ep.tmpl = MakeEvent(std::string(counter), ev.key->device, ev.key->port, ref.netdev, "", "",
@@ -66,7 +90,7 @@ void RetransmitSpikeDetector::Observe(const AppendEvent& ev) {
   if (!ev.rate_valid || ev.end_ns <= ev.start_ns) return;
   State& st = it->second;
   const auto [rate, baseline] = st.rate.Add(ev, !st.ep.deb.active());
-  const bool cond = rate >= o.retransmit_floor && rate >= o.retransmit_factor * baseline;
+  const bool cond = rate >= floor_ && rate >= factor_ * baseline;
   st.ep.Feed(ctx_, ev.start_ns, ev.end_ns, cond, rate, [baseline = baseline](const Episode& e) {
     return absl::StrFormat("%s/%u: %s at up to %.0f/s (baseline %.1f/s)", e.tmpl.device,
                            e.tmpl.port, e.tmpl.kind, e.run_peak, baseline);

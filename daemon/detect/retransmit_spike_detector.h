@@ -2,10 +2,10 @@
 //
 //  - kinds "out_of_sequence", "packet_seq_err", "local_ack_timeout_err" (the
 //    counter of fabricscope_rdma_errors_total): the rate over
-//    retransmit_window is >= retransmit_floor and >= retransmit_factor x the
-//    rate over the trailing retransmit_baseline (the baseline does not learn
+//    --retransmit-window is >= --retransmit-floor and >= --retransmit-factor x the
+//    rate over the trailing --retransmit-baseline (the baseline does not learn
 //    during a spike; RisingRate in episode.h). Starts on the first such
-//    interval, ends after retransmit_restoration below it. Peak: the highest
+//    interval, ends after 1 s below it. Peak: the highest
 //    rate.
 //
 // Reports fabricscope_retransmit_spike_active{device,port,kind} (1 while
@@ -30,13 +30,19 @@ class RetransmitSpikeDetector final : public Detector {
  public:
   static DetectorClass Class();
 
-  using Detector::Detector;
+  RetransmitSpikeDetector(std::string name, DetectorContext* ctx);
   std::vector<const MetricSpec*> Families() const override;
   bool Reads(const Signal& signal) const override;
   void Observe(const AppendEvent& ev) override;
   void ForEachEpisode(const std::function<void(Episode&)>& fn) override;
 
  private:
+  // Its options (--retransmit-*), read at construction.
+  const int64_t window_ns_;
+  const int64_t baseline_ns_;
+  const double floor_;
+  const double factor_;
+
   struct State {
     State(int64_t window, int64_t baseline, int64_t off) : ep(0, off), rate(window, baseline) {}
     Episode ep;

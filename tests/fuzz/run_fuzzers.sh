@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (the `fuzz` preset: clang, build/fuzz) and runs
-# each for a bounded time on a copy of its seed corpus. Fails if any target
+# Builds the libFuzzer targets (the `fuzz` preset by default: clang, full
+# libFuzzer instrumentation, build/fuzz; CI uses its debug-asan tree, where they
+# are already built) and runs each for a bounded time on a copy of its seed
+# corpus. Fails if any target
 # finds a crash, a sanitizer report, a leak, a timeout or an out-of-memory.
 #
 # Usage: tests/fuzz/run_fuzzers.sh [SECONDS_PER_TARGET] [TARGET...]
@@ -11,7 +13,8 @@
 #                       fuzz_web_config fuzz_accept fuzz_nccl_inspector)
 # Environment:
 #   FUZZ_JOBS      build parallelism (default 1)      FUZZ_NICE  nice level (default 15)
-#   FUZZ_BUILD_DIR build tree (default build/fuzz, the preset's)
+#   FUZZ_PRESET    configure preset (default fuzz; debug-asan in tests/run_all.sh)
+#   FUZZ_BUILD_DIR build tree (default build/$FUZZ_PRESET, the preset's)
 #
 # Seeds: fuzz/corpus/<target>/ (generated and regression seeds, committed)
 # plus, for the text parsers, the fixtures of tests/fixtures. With every target
@@ -35,7 +38,8 @@ all=(fuzz_counter fuzz_ethtool_text fuzz_netlink fuzz_recording fuzz_native_span
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 case "$seconds" in '' | *[!0-9]*) echo "SECONDS_PER_TARGET must be a number" >&2; exit 2 ;; esac
 
-build=${FUZZ_BUILD_DIR:-build/fuzz}
+preset=${FUZZ_PRESET:-fuzz}
+build=${FUZZ_BUILD_DIR:-build/$preset}
 jobs=${FUZZ_JOBS:-1}
 nice=${FUZZ_NICE:-15}
 
@@ -46,7 +50,7 @@ build_targets=("${targets[@]}")
 
 echo "=== fuzz: configure and build (${build_targets[*]}) ==="
 t0=$(date +%s)
-cmake --preset fuzz -B "$build" >/dev/null
+cmake --preset "$preset" -B "$build" >/dev/null
 nice -n "$nice" cmake --build "$build" --target "${build_targets[@]}" -j "$jobs"
 echo "build: $(($(date +%s) - t0)) s"
 

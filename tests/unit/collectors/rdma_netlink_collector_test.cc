@@ -20,6 +20,7 @@
 
 #include "collectors/rdma_netlink.h"
 #include "collectors/rdma_sysfs_collector.h"
+#include "collectors/registry.h"
 #include "core/clock.h"
 #include "core/metrics.h"
 #include "daemon/correlate/correlator.h"
@@ -339,7 +340,9 @@ TEST_F(RdmaNetlinkTest, AFailingPortGoesBackToSysfsAndIsReclaimed) {
 }
 
 TEST_F(RdmaNetlinkTest, EnablingOptionalCountersIsOptInAndNeedsThePrivilege) {
-  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts", "no_such_counter"};
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-enable-optional-counters",
+                                 "cc_rx_ce_pkts,no_such_counter")
+                  .ok());
   Make();  // unprivileged: EPERM, counted once
   int denied = 0;
   for (const auto& e : discover_errors_) denied += e.first == CollectorErrorCode::kPermissionDenied;
@@ -350,7 +353,7 @@ TEST_F(RdmaNetlinkTest, EnablingOptionalCountersIsOptInAndNeedsThePrivilege) {
 }
 
 TEST_F(RdmaNetlinkTest, EnabledOptionalCountersAreReadAndReported) {
-  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts"};
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-enable-optional-counters", "cc_rx_ce_pkts").ok());
   kernel_.SetPrivileged(true);
   Make();
   EXPECT_TRUE(discover_errors_.empty());
@@ -405,7 +408,7 @@ int CountLines(const std::string& text, const std::string& prefix) {
 }
 
 TEST_F(RdmaNetlinkTest, PerProcessCountersAreBoundedTopKWithTheRestAsOther) {
-  options_.rdma_per_process = true;
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
   options_.proc_root = root_ + "/proc";
   for (uint32_t pid = 101; pid <= 107; ++pid) {
     WriteFile(root_ + "/proc/" + std::to_string(pid) + "/comm",
@@ -468,7 +471,7 @@ TEST_F(RdmaNetlinkTest, PerProcessCountersAreBoundedTopKWithTheRestAsOther) {
 // Many processes: the store keeps the top 5 per port and `other`, and pid
 // churn registers at most the lifetime bound (the rest is summed into other).
 TEST_F(RdmaNetlinkTest, PerProcessStoreSeriesStayBoundedWithManyPids) {
-  options_.rdma_per_process = true;
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
   options_.proc_root = root_ + "/proc";  // no comm files: "unknown"
   kernel_.SetPrivileged(true);
   Make();
@@ -526,7 +529,7 @@ TEST_F(RdmaNetlinkTest, PerProcessStoreSeriesStayBoundedWithManyPids) {
 // 4242 moves by 340 out-of-sequence events inside the span while the port's
 // own counters stay flat.
 TEST_F(RdmaNetlinkTest, SpanWithProcessPidGetsTheProcessScopedVerdict) {
-  options_.rdma_per_process = true;
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
   options_.proc_root = root_ + "/proc";
   WriteFile(root_ + "/proc/4242/comm", "vllm_worker\n");
   WriteFile(root_ + "/proc/5151/comm", "other_worker\n");
@@ -598,7 +601,7 @@ TEST_F(RdmaNetlinkTest, SpanWithProcessPidGetsTheProcessScopedVerdict) {
 }
 
 TEST_F(RdmaNetlinkTest, PerProcessWithoutThePrivilegeIsReportedOnce) {
-  options_.rdma_per_process = true;
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
   Make();
   int denied = 0;
   for (const auto& e : discover_errors_) denied += e.first == CollectorErrorCode::kPermissionDenied;
@@ -635,7 +638,7 @@ TEST_F(RdmaNetlinkTest, CreateNeverAsksTheKernelForAFixtureTree) {
 // Golden: the store-backed exposition of the port's hw_counters families as
 // the netlink path fills them (tests/golden/rdma_netlink.metrics).
 TEST_F(RdmaNetlinkTest, GoldenMetrics) {
-  options_.rdma_enable_optional_counters = {"cc_rx_ce_pkts"};
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-enable-optional-counters", "cc_rx_ce_pkts").ok());
   kernel_.SetPrivileged(true);
   Make();
   for (int i = 0; i < 2; ++i) {

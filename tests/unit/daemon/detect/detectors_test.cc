@@ -298,7 +298,7 @@ TEST_F(DetectorsTest, PauseRoleOriginatorNeedsItsOwnRxClear) {
 // thresholds are the options.
 TEST_F(DetectorsTest, PauseRoleThresholdsAreTheOptions) {
   DetectorOptions o;
-  o.pause_role_fraction = 0.95;
+  ASSERT_TRUE(o.Set("pause-role-fraction", "0.95").ok());
   Start(o);
   const SeriesId tx3 = Series("ethtool", "tx_prio3_pause_duration", "", 0, "eth2");
   Drive({{tx3, [](int64_t t) { return PausedUs(t, 0, INT64_MAX, 0.9); }}}, kT0, 5 * kSec,
@@ -307,8 +307,8 @@ TEST_F(DetectorsTest, PauseRoleThresholdsAreTheOptions) {
                   {{"netdev", "eth2"}, {"priority", "3"}, {"role", "originator"}}),
             0);
   EXPECT_TRUE(Events("pause_role").empty());
-  o.pause_role_clear_fraction = 0.96;
-  EXPECT_FALSE(o.Validate().ok());
+  ASSERT_TRUE(o.Set("pause-role-clear-fraction", "0.96").ok());
+  EXPECT_NE(o.Validate().message().find("pause-role-clear-fraction"), std::string::npos);
 }
 
 // The NIC's own pause-storm counters make it an originator (priority "").
@@ -567,12 +567,14 @@ TEST_F(DetectorsTest, DisabledDetectorsSeeNothingAndBadOptionsAreNamed) {
   DetectorOptions bad;
   bad.enabled = {"pfc_storm", "nope"};
   EXPECT_NE(bad.Validate().message().find("nope"), std::string::npos);
+  // A detector's own options are parsed and bounded by its declaration.
   bad = {};
-  bad.microburst_signals = {"port_bytes", "no_such_signal"};
-  EXPECT_NE(bad.Validate().message().find("no_such_signal"), std::string::npos);
-  bad = {};
-  bad.pfc_storm_fraction = 0;
-  EXPECT_NE(bad.Validate().message().find("pfc-storm-fraction"), std::string::npos);
+  absl::Status s = bad.Set("microburst-signals", "port_bytes,no_such_signal");
+  EXPECT_NE(s.message().find("no_such_signal"), std::string::npos) << s;
+  s = bad.Set("pfc-storm-fraction", "0");
+  EXPECT_NE(s.message().find("pfc-storm-fraction"), std::string::npos) << s;
+  EXPECT_EQ(bad.Set("no-such-option", "1").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(bad.Validate().ok());  // the refused values changed nothing
   EXPECT_TRUE(DetectorOptions{}.Validate().ok());
 }
 
