@@ -40,17 +40,21 @@ fi
 export FABRICSCOPE_SOURCE_DIR="$src" FABRICSCOPE_BINARY_DIR="$build"
 cd "$src"
 # The e2e goldens (each scrapes a real daemon) and the unit goldens.
-e2e=(tests/e2e/rdma_sysfs_golden_test.sh tests/e2e/daemon_golden_test.sh)
+e2e=(tests/e2e/rdma_sysfs_golden_test.sh tests/e2e/daemon_golden_test.sh
+  "tests/e2e/collector_golden_test.sh netdev" "tests/e2e/collector_golden_test.sh dcb_config"
+  "tests/e2e/collector_golden_test.sh topology")
 unit='PrometheusExporterGoldenTest.*:EthtoolDirTest.GoldenMappingOfEveryFixture:RdmaNetlinkTest.GoldenMetrics'
 
 for t in "${e2e[@]}"; do
-  bash "$t" --update
+  # shellcheck disable=SC2086  # "script [collector]"
+  bash $t --update
 done
 FABRICSCOPE_UPDATE_GOLDENS=1 "$build/unit_tests" --gtest_filter="$unit" --gtest_brief=1
 
 echo "--- checking that every golden reproduces"
 for t in "${e2e[@]}"; do
-  bash "$t" >/dev/null || { echo "update-goldens: $t does not reproduce its golden" >&2; exit 1; }
+  # shellcheck disable=SC2086
+  bash $t >/dev/null || { echo "update-goldens: $t does not reproduce its golden" >&2; exit 1; }
 done
 "$build/unit_tests" --gtest_filter="$unit" --gtest_brief=1 >/dev/null ||
   { echo "update-goldens: the unit goldens do not reproduce" >&2; exit 1; }

@@ -120,39 +120,10 @@ scrape >"$WORK/scrape" || fail "scrape failed"
 stop_daemon
 promtool_check "$WORK/scrape"
 
-# Normalization: the exposition's order is not part of the contract and not
-# deterministic (the registry creates families on first use, on whichever tier
-# thread comes first; prometheus-cpp keeps a family's series in a hash map), so
-# the families are sorted by name (HELP, TYPE, then the sample lines) and
-# their sample lines sorted. Masking: sample lines of the volatile families
-# keep name and labels, the value becomes <masked>.
+# Normalized (lib.sh normalize_scrape: families and samples sorted); the
+# volatile families keep name and labels, their values become <masked>.
 volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_seek_index_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
-python3 - "$volatile" "$WORK/scrape" >"$WORK/actual" <<'PY'
-import re, sys
-volatile = re.compile(sys.argv[1])
-families = {}  # name -> [help/type lines, sample lines]
-current = None
-for line in open(sys.argv[2]):
-    line = line.rstrip("\n")
-    if not line:
-        continue
-    m = re.match(r"# (HELP|TYPE) (\S+)", line)
-    if m:
-        current = families.setdefault(m.group(2), [[], []])
-        current[0].append(line)
-        continue
-    if line.startswith("#"):
-        continue
-    if current is None:
-        sys.exit("sample line before any HELP/TYPE: " + line)
-    if volatile.match(line):
-        line = line[: line.rindex(" ")] + " <masked>"
-    line = re.sub(r'^(fabricscope_build_info\{.*revision=")[^"]*"', r'\1<masked>"', line)
-    current[1].append(line)
-for name in sorted(families):
-    meta, samples = families[name]
-    print("\n".join(meta + sorted(samples)))
-PY
+normalize_scrape "$WORK/scrape" "$volatile" >"$WORK/actual"
 
 # Sanity: the scrape covers every collector and the aggregates, so that an
 # update cannot silently record a daemon that exported nothing.
@@ -164,14 +135,5 @@ for want in '^fabricscope_port_info\{' '^fabricscope_pfc_pause_seconds_total\{ne
   grep -qE "$want" "$WORK/actual" || fail "no line matching $want in the scrape"
 done
 
-if [ "$UPDATE" -eq 1 ]; then
-  cp "$WORK/actual" "$GOLDEN"
-  echo "updated $GOLDEN ($(wc -l <"$GOLDEN") lines; network namespace: $FABRICSCOPE_GOLDEN_NETNS)"
-  exit 0
-fi
-[ -f "$GOLDEN" ] || fail "missing $GOLDEN (run $0 --update)"
-if ! diff -u "$GOLDEN" "$WORK/actual" >"$WORK/diff"; then
-  head -n 80 "$WORK/diff" >&2
-  fail "scrape differs from $GOLDEN (if the change is intended: $0 --update, or tools/update-goldens.sh)"
-fi
+golden_check "$WORK/actual" "$GOLDEN"
 echo "PASS (network namespace: $FABRICSCOPE_GOLDEN_NETNS)"

@@ -131,6 +131,67 @@ wait_log() {
   grep -qE "$1" "$WORK/daemon.log" 2>/dev/null || fail "$2"
 }
 
+# normalize_scrape SCRAPE VOLATILE [KEEP [COLLECTOR]]: the exposition in a
+# form a golden can compare. The exposition's order is not part of the
+# contract and not deterministic (the registry creates families on first use,
+# on whichever tier thread comes first; prometheus-cpp keeps a family's series
+# in a hash map), so families are sorted by name (HELP, TYPE, then the sample
+# lines) and their sample lines sorted. Sample lines of families matching the
+# regex VOLATILE (may be empty) keep name and labels, the value becomes
+# <masked>; so does the revision label of fabricscope_build_info. KEEP (a
+# regex, full match of the family name) keeps only those families;
+# COLLECTOR keeps only its fabricscope_collector_errors_total series.
+normalize_scrape() {
+  python3 - "$1" "$2" "${3:-}" "${4:-}" <<'PY'
+import re, sys
+path, volatile, keep, collector = sys.argv[1:5]
+volatile = re.compile(volatile) if volatile else None
+keep = re.compile(keep) if keep else None
+families = {}  # name -> [help/type lines, sample lines]
+current = None
+for line in open(path):
+    line = line.rstrip("\n")
+    if not line:
+        continue
+    m = re.match(r"# (HELP|TYPE) (\S+)", line)
+    if m:
+        current = families.setdefault(m.group(2), [[], []])
+        current[0].append(line)
+        continue
+    if line.startswith("#"):
+        continue
+    if current is None:
+        sys.exit("sample line before any HELP/TYPE: " + line)
+    if volatile and volatile.match(line):
+        line = line[: line.rindex(" ")] + " <masked>"
+    line = re.sub(r'^(fabricscope_build_info\{.*revision=")[^"]*"', r'\1<masked>"', line)
+    if (collector and line.startswith("fabricscope_collector_errors_total{")
+            and 'collector="%s"' % collector not in line):
+        continue
+    current[1].append(line)
+for name in sorted(families):
+    if keep and not keep.fullmatch(name):
+        continue
+    meta, samples = families[name]
+    print("\n".join(meta + sorted(samples)))
+PY
+}
+
+# golden_check ACTUAL GOLDEN: with UPDATE=1 writes GOLDEN from ACTUAL and
+# exits 0; else fails, showing the diff, unless they are equal.
+golden_check() {
+  if [ "${UPDATE:-0}" -eq 1 ]; then
+    cp "$1" "$2"
+    echo "updated $2 ($(wc -l <"$2") lines)"
+    exit 0
+  fi
+  [ -f "$2" ] || fail "missing $2 (run $0 ${COLLECTOR:-} --update)"
+  if ! diff -u "$2" "$1" >"$WORK/diff"; then
+    head -n 80 "$WORK/diff" >&2
+    fail "scrape differs from $2 (if the change is intended: tools/update-goldens.sh)"
+  fi
+}
+
 # free_port: a free loopback TCP port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
