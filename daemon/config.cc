@@ -431,8 +431,7 @@ const std::vector<Option>& Options() {
             kRestart, &Config::allow_root),
         String("user", "NAME",
                "Started as root: switch to this user (its group and its own supplementary groups) "
-               "once "
-               "the listeners are bound. Empty: stay who we are.",
+               "once the listeners are bound. Empty: stay who we are.",
                kRestart, &Config::run_as_user),
 
         // Replay.
@@ -465,8 +464,7 @@ const std::vector<Option>& Options() {
             "written to DIR/snapshot and restored from there at the next start (a corrupt or "
             "truncated snapshot is reported, kept as DIR/snapshot.corrupt, and the daemon starts "
             "empty). DIR must be writable by the user the daemon runs as; it is created (0700) "
-            "when "
-            "missing. Empty: start empty.",
+            "when missing. Empty: start empty.",
             kRestart, &Config::state_dir),
         Duration("state-save-timeout",
                  "Longest time the snapshot on SIGTERM may take; past it the snapshot is abandoned "

@@ -43,7 +43,7 @@ CounterUpdate CounterTracker::UpdateSlow(uint64_t raw) {
       u.rate_valid = true;
       return u;
     }
-    case CounterKind::kWrap32: {
+    case CounterKind::kWrap32:
       if (raw < prev) {
         const uint64_t wrapped = (uint64_t{1} << 32) - prev + raw;
         if (prev <= UINT32_MAX && wrapped < (uint64_t{1} << 31)) {
@@ -52,14 +52,8 @@ CounterUpdate CounterTracker::UpdateSlow(uint64_t raw) {
           u.rate_valid = true;
           return u;
         }
-        u.event = CounterEvent::kReset;
-        return u;
       }
-      u.delta = raw - prev;
-      u.event = CounterEvent::kNormal;
-      u.rate_valid = true;
-      return u;
-    }
+      [[fallthrough]];  // not a wrap: a reset or a normal step, as below
     case CounterKind::kCounter64:
     case CounterKind::kGauge:
       if (raw < prev) {

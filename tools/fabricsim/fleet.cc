@@ -475,24 +475,8 @@ void Fleet::StepHost(int h, const FleetStepParams& params) {
   w.bytes_left -= std::max(0.0, host.sent - 4 * host.lost);
   if (rx_paused) w.paused_ns += dt;
   if (w.bytes_left > 0) return;
-  const int64_t end = now_ns_ + options_.step_ns;
-  SpanRecord span;
-  span.trace_id = w.trace_id;
-  span.span_id = RandomHex(host.span_rng, 8);
-  span.start_ns = w.span_start_ns;
-  span.end_ns = end;
-  span.port_index = 0;
-  span.paused_ms = w.paused_ns / 1e6;
-  span.nominal_ms = options_.compute_ms + options_.comm_ms;
-  span.comm_start_ns = w.phase_start_ns;
-  span.comm_bytes = w.comm_bytes;
-  w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(host.span_rng, 8),
-                     &host.finished);
-  w.in_comm = false;
-  w.compute_ns = 0;
-  w.paused_ns = 0;
-  w.span_start_ns = w.phase_start_ns = end;
-  ++w.step_in_request;
+  w.FinishStep(now_ns_ + options_.step_ns, 0, options_.compute_ms + options_.comm_ms,
+               options_.steps_per_request, host.span_rng, &host.finished);
 }
 
 }  // namespace fabricsim

@@ -212,15 +212,7 @@ class Fleet {
     bool xoff = false;
     double occupancy = 0;
   };
-  struct Worker {
-    bool in_comm = false;
-    int64_t phase_start_ns = 0, span_start_ns = 0;
-    double compute_ns = 0, bytes_left = 0, paused_ns = 0;
-    int step_in_request = 0;
-    std::string trace_id;
-    RequestTracker request;
-    double comm_bytes = 0;
-  };
+  using Worker = DecodeWorker;
   struct Host {
     PortCounters counters;
     PortStatus status;

@@ -420,24 +420,28 @@ void Fabric::StepWorker(int p, double sent_bytes, double lost_bytes, bool paused
   w.bytes_left -= std::max(0.0, sent_bytes - 4 * lost_bytes);
   if (paused || !link_up) w.paused_ns += static_cast<double>(options_.step_ns);
   if (w.bytes_left > 0) return;
-  int64_t end = now_ns_ + options_.step_ns;
+  w.FinishStep(now_ns_ + options_.step_ns, p, options_.compute_ms + options_.comm_ms,
+               options_.steps_per_request, span_rng_, &finished_);
+}
+
+void DecodeWorker::FinishStep(int64_t end_ns, int port_index, double nominal_ms,
+                              int steps_per_request, Rng& rng, std::vector<SpanRecord>* out) {
   SpanRecord span;
-  span.trace_id = w.trace_id;
-  span.span_id = RandomHex(span_rng_, 8);
-  span.start_ns = w.span_start_ns;
-  span.end_ns = end;
-  span.port_index = p;
-  span.paused_ms = w.paused_ns / 1e6;
-  span.nominal_ms = options_.compute_ms + options_.comm_ms;
-  span.comm_start_ns = w.phase_start_ns;
-  span.comm_bytes = w.comm_bytes;
-  w.request.StepDone(std::move(span), options_.steps_per_request, RandomHex(span_rng_, 8),
-                     &finished_);
-  w.in_comm = false;
-  w.compute_ns = 0;
-  w.paused_ns = 0;
-  w.span_start_ns = w.phase_start_ns = end;
-  ++w.step_in_request;
+  span.trace_id = trace_id;
+  span.span_id = RandomHex(rng, 8);
+  span.start_ns = span_start_ns;
+  span.end_ns = end_ns;
+  span.port_index = port_index;
+  span.paused_ms = paused_ns / 1e6;
+  span.nominal_ms = nominal_ms;
+  span.comm_start_ns = phase_start_ns;
+  span.comm_bytes = comm_bytes;
+  request.StepDone(std::move(span), steps_per_request, RandomHex(rng, 8), out);
+  in_comm = false;
+  compute_ns = 0;
+  paused_ns = 0;
+  span_start_ns = phase_start_ns = end_ns;
+  ++step_in_request;
 }
 
 }  // namespace fabricsim

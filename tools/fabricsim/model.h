@@ -277,6 +277,27 @@ struct RequestTracker {
                 std::vector<SpanRecord>* out);
 };
 
+// A decode worker (the single-host model's per port, the fleet's per host):
+// a compute phase, then a communication phase of `bytes_left` bytes.
+struct DecodeWorker {
+  bool in_comm = false;
+  int64_t phase_start_ns = 0;
+  int64_t span_start_ns = 0;
+  double compute_ns = 0;
+  double bytes_left = 0;
+  double paused_ns = 0;
+  int step_in_request = 0;
+  std::string trace_id;
+  RequestTracker request;
+  double comm_bytes = 0;
+
+  // Ends the step at `end_ns`: its decode-step span (span ids from `rng`;
+  // `nominal_ms`: what a step takes unpaused) goes through the request
+  // tracker to `out`, and the next step's compute phase starts.
+  void FinishStep(int64_t end_ns, int port_index, double nominal_ms, int steps_per_request,
+                  Rng& rng, std::vector<SpanRecord>* out);
+};
+
 // Scenario hook: fills the parameters of `port` at model time `now_ns`.
 class ParamSource {
  public:
@@ -300,18 +321,7 @@ class Fabric {
   std::vector<SpanRecord> TakeSpans();
 
  private:
-  struct Worker {
-    bool in_comm = false;
-    int64_t phase_start_ns = 0;
-    int64_t span_start_ns = 0;
-    double compute_ns = 0;
-    double bytes_left = 0;
-    double paused_ns = 0;
-    int step_in_request = 0;
-    std::string trace_id;
-    RequestTracker request;
-    double comm_bytes = 0;
-  };
+  using Worker = DecodeWorker;
   struct Port {
     Queue send;
     Queue recv;
