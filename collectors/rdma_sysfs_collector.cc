@@ -4,13 +4,19 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <sys/utsname.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -100,6 +106,23 @@ absl::flat_hash_set<std::string> HotSignals(const std::vector<std::string>& hot_
   return out;
 }
 
+const OptionKey<uint64_t> kKernelHz{"kernel-hz", 0};
+
+const MetricSpec& kCachedReads = DefineMetric(
+    {.name = "fabricscope_rdma_sysfs_cached_reads_total",
+     .type = MetricType::kCounter,
+     .help = "hw_counters readings taken as the kernel's cached value (unchanged, inside the "
+             "lifespan's staleness window; --kernel-hz): not appended, so the next fresh "
+             "reading's interval covers both ticks.",
+     .labels = {"device"},
+     .component = "rdma_sysfs"});
+
+std::string BootConfigPath() {
+  struct utsname u {};
+  if (uname(&u) != 0) return "";
+  return absl::StrCat("/boot/config-", u.release);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const CollectorContext& ctx) {
@@ -114,7 +137,46 @@ RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
       hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
       hot_signals_(HotSignals(ctx.options->hot_counters)),
       store_(ctx.store),
-      ports_(ctx.ports) {}
+      ports_(ctx.ports),
+      metrics_(ctx.metrics),
+      kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath())) {
+  if (kernel_hz_ != static_cast<int>(ctx.options->values.Get(kKernelHz))) {
+    Log(LogLevel::kInfo, kName, "kernel HZ for the hw_counters lifespan",
+        {{"hz", absl::StrCat(kernel_hz_)},
+         {"from", kernel_hz_ == 100 ? "default (the coarsest)" : BootConfigPath()}});
+  }
+}
+
+std::vector<OptionSpec> RdmaSysfsCollector::Options() {
+  return {option::Integer(kKernelHz,
+                          "The kernel's HZ (CONFIG_HZ), for the staleness window of cached "
+                          "hw_counters (their lifespan is kept in jiffies): 0 reads CONFIG_HZ "
+                          "from /boot/config-<release>, else assumes 100 (the coarsest, the "
+                          "longest window: safe, at the cost of resolution on idle counters).",
+                          0, 10000)};
+}
+
+int RdmaSysfsCollector::KernelHz(int configured, const std::string& boot_config) {
+  if (configured > 0) return configured;
+  std::ifstream in(boot_config);
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view v = line;
+    int hz = 0;
+    if (absl::ConsumePrefix(&v, "CONFIG_HZ=") && absl::SimpleAtoi(v, &hz) && hz >= 24 &&
+        hz <= 10000) {
+      return hz;
+    }
+  }
+  return 100;
+}
+
+int64_t RdmaSysfsCollector::StaleWindowNs(uint64_t lifespan_ms, int hz) {
+  // msecs_to_jiffies rounds up; a refresh happens once jiffies is past the
+  // last refresh plus the lifespan: (L + 1) jiffies after it at the latest.
+  const uint64_t jiffies = (lifespan_ms * static_cast<uint64_t>(hz) + 999) / 1000;
+  return static_cast<int64_t>((jiffies + 1) * 1'000'000'000ull / static_cast<uint64_t>(hz));
+}
 
 RdmaSysfsCollector::~RdmaSysfsCollector() = default;
 
@@ -164,6 +226,22 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         ctx.Error(UnparsableError("0xFFFFFFFFFFFFFFFF is the driver's invalid marker, not a value"),
                   f.spec->path);
         continue;
+      }
+      if (f.spec->stale_window_ns > 0) {
+        // The kernel's cached value inside its lifespan: no sample; the next
+        // fresh reading closes the interval over both ticks.
+        // (A tick stamped before the last appended one -- the realtime clock
+        // stepped back -- is never taken as cached.)
+        const int64_t since = ctx.ts_ns() - f.last_ts_ns;
+        if (f.has_last && *v == f.last_raw && since >= 0 && since < f.spec->stale_window_ns) {
+          if (prometheus::Counter* c = ts.devices[f.device].cached_reads; c != nullptr) {
+            c->Increment();
+          }
+          continue;
+        }
+        f.has_last = true;
+        f.last_raw = *v;
+        f.last_ts_ns = ctx.ts_ns();
       }
       ts.readings.push_back({f.id, *v});
       continue;
@@ -236,7 +314,10 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
         continue;
       }
       const uint32_t di = static_cast<uint32_t>(devices.size());
-      devices.push_back({d.name, d.incarnation});
+      devices.push_back({d.name, d.incarnation,
+                         metrics_ != nullptr
+                             ? &metrics_->Counter(kCachedReads).Add({{"device", d.name}})
+                             : nullptr});
       bool open_failed = false;
       for (const CounterSpec& spec : d.files[t]) {
         TierFile f;
@@ -248,6 +329,9 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
           TierFile& old = old_files[it->second];
           f.file = std::move(old.file);
           f.disabled = old.disabled;
+          f.has_last = old.has_last;
+          f.last_raw = old.last_raw;
+          f.last_ts_ns = old.last_ts_ns;
           carried[it->second] = true;
         }
         if (!f.file.is_open() && !f.disabled) {
@@ -501,6 +585,15 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       bool all_ones_invalid;
     };
     std::vector<Candidate> candidates;
+    // The kernel's hw_counters cache (see the header comment): its window.
+    int64_t stale_window_ns = 0;
+    if (absl::StatusOr<std::string> ls = ReadAttribute(port_dir + "/hw_counters/lifespan");
+        ls.ok()) {
+      uint64_t ms = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*ls), &ms) && ms > 0 && ms <= 60'000) {
+        stale_window_ns = StaleWindowNs(ms, kernel_hz_);
+      }
+    }
     for (absl::string_view source : kSources) {
       const std::string dir = port_dir + "/" + std::string(source);
       auto files = ListDir(dir);
@@ -571,7 +664,7 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       SeriesId id = store_->Register(c.key, c.signal);
       const bool hw = c.key.source == "hw_counters";
       d.files[static_cast<int>(c.tier)].push_back(
-          {std::move(c.path), id, port, hw, c.all_ones_invalid});
+          {std::move(c.path), id, port, hw, c.all_ones_invalid, hw ? stale_window_ns : 0});
     }
   }
   return d;

@@ -37,6 +37,26 @@
 // non-empty ports/<p>/gid_attrs/ndevs/* entry, else device/net/* (the one whose dev_port matches,
 // else the first).
 //
+// Cached hw_counters (the kernel's lifespan, drivers/infiniband/core/sysfs.c:
+// a hw_counters read asks the driver only when jiffies has passed the last
+// refresh plus `lifespan`, msecs_to_jiffies of hw_counters/lifespan; any
+// other read returns the cached value). A 10 ms hot tick therefore sees, on
+// some ticks, the previous value: an interval with no movement, then one with
+// twice the movement, and a per-interval peak up to 2x the truth. At discovery
+// each port's hw_counters/lifespan (ms, as the kernel shows it) gives the
+// staleness window W = (ceil(lifespan x HZ / 1000) + 1) jiffies: the longest a
+// refreshed value can be served again. HZ is --kernel-hz (0: CONFIG_HZ from
+// /boot/config-<release>, else 100, the coarsest, whose window is the
+// longest: a window too long only costs resolution of idle counters, one too
+// short lets a stale read through). A hw_counters reading equal to the last
+// appended one, less than W after it, is taken as the cache's and not
+// appended (counted in fabricscope_rdma_sysfs_cached_reads_total): the next
+// reading that moved (or the first one past W) closes one interval over both
+// ticks, so rates, peaks and fractions are those of refreshed values only. A
+// reading that moved is fresh by construction (the cache changes only on a
+// refresh). Ports without a lifespan file (other drivers' counters, a fake
+// tree): every reading is appended.
+//
 // Counter semantics fed to the store (store/counter_semantics.h):
 // from the signal table, except counters/port_{xmit,rcv}_{data,packets} on a
 // port without the IB PMA extended-width group (no unicast_*/multicast_*
@@ -110,6 +130,13 @@ class RdmaSysfsCollector final : public Collector {
 
   // The registry factory. Reads config (sysfs_root, hot_counters) once.
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
+  // Its options (--kernel-hz), registered with it (collectors/register_all.cc).
+  static std::vector<OptionSpec> Options();
+  // The kernel's HZ as the staleness window assumes it: `configured` if not
+  // 0, else CONFIG_HZ from `boot_config` (/boot/config-<release>), else 100.
+  static int KernelHz(int configured, const std::string& boot_config);
+  // The staleness window of a hw_counters/lifespan of `lifespan_ms` at `hz`.
+  static int64_t StaleWindowNs(uint64_t lifespan_ms, int hz);
 
   explicit RdmaSysfsCollector(const CollectorContext& ctx);
   ~RdmaSysfsCollector() override;
@@ -134,6 +161,9 @@ class RdmaSysfsCollector final : public Collector {
     uint32_t port = 0;
     bool hw_counter = false;  // under hw_counters/: skipped while rdma_netlink claims the port
     bool all_ones_invalid = false;  // Signal::all_ones_invalid
+    // hw_counters behind the kernel's lifespan cache: the staleness window
+    // (see the header comment); 0: every reading is fresh.
+    int64_t stale_window_ns = 0;
   };
   struct DeviceEntry {
     std::string name;
@@ -165,10 +195,16 @@ class RdmaSysfsCollector final : public Collector {
     CounterFile file;
     bool disabled = false;  // unsupported / permission denied: not asked again
     bool claimed = false;   // its port's hw_counters come from rdma_netlink: not read
+    // The last appended reading and its tick (stale_window_ns > 0 only).
+    bool has_last = false;
+    uint64_t last_raw = 0;
+    int64_t last_ts_ns = 0;
   };
   struct TierDevice {
     std::string name;
     uint64_t incarnation = 0;
+    // fabricscope_rdma_sysfs_cached_reads_total{device}; null without metrics.
+    prometheus::Counter* cached_reads = nullptr;
   };
   struct TierState {
     uint64_t generation = 0;
@@ -202,7 +238,9 @@ class RdmaSysfsCollector final : public Collector {
   // meaning is hot too (ionic's resp_rx_outouf_seq like mlx5's out_of_sequence).
   const absl::flat_hash_set<std::string> hot_signals_;
   Store* const store_;
-  PortInventory* const ports_;  // written at discovery and on changes
+  PortInventory* const ports_;      // written at discovery and on changes
+  MetricsRegistry* const metrics_;  // may be null (tests)
+  const int kernel_hz_;             // KernelHz(--kernel-hz, ...)
 
   std::mutex rescan_mu_;
   uint64_t next_incarnation_ ABSL_GUARDED_BY(rescan_mu_) = 1;

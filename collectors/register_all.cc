@@ -23,7 +23,7 @@ absl::Status RegisterAllCollectors(CollectorRegistry& registry) {
   const CollectorDeps reads_ports{.after = {"rdma_sysfs"}};
   // One line per collector, however long.
   // clang-format off
-  s.Update(registry.Register("rdma_sysfs", RdmaSysfsCollector::kDescription, RdmaSysfsCollector::Create));
+  s.Update(registry.Register("rdma_sysfs", RdmaSysfsCollector::kDescription, RdmaSysfsCollector::Create, {}, RdmaSysfsCollector::Options()));
   // rdma_netlink claims ports from the inventory and must poll after rdma_sysfs in each tick.
   s.Update(registry.Register("rdma_netlink", RdmaNetlinkCollector::kDescription, RdmaNetlinkCollector::Create, reads_ports, RdmaNetlinkCollector::Options()));
   s.Update(registry.Register("netdev", NetdevCollector::kDescription, NetdevCollector::Create, reads_ports));

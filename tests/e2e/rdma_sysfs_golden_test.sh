@@ -41,7 +41,7 @@ scrape >"$WORK/scrape" || fail "scrape failed"
 promtool_check "$WORK/scrape"
 
 ours='^(# (HELP|TYPE) )?fabricscope_(port_info|port_[a-z_]+_total|ib_port_[a-z_]+_total|ecn_[a-z_]+_total|cnp_[a-z_]+_total|rdma_[a-z_]+_total|discards_total|ib_pma_saturated|series_resets_total|collector_errors_total)[ {]'
-volatile='^(# (HELP|TYPE) )?(fabricscope_collector_poll_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_build_info|fabricscope_store_|fabricscope_http_requests_total)'
+volatile='^(# (HELP|TYPE) )?(fabricscope_collector_poll_duration_seconds|fabricscope_rdma_sysfs_cached_reads_total|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_build_info|fabricscope_store_|fabricscope_http_requests_total)'
 grep -E "$ours" "$WORK/scrape" | grep -Ev "$volatile" >"$WORK/actual" || true
 grep -q '^fabricscope_port_info{' "$WORK/actual" || fail "no fabricscope_port_info in the scrape"
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "collectors/collector.h"
+#include "collectors/registry.h"
 #include "core/clock.h"
 #include "core/metrics.h"
 #include "core/signals.h"
@@ -639,6 +640,105 @@ TEST_F(RdmaSysfsVendorTest, AllOnesIsBlindNotData) {
   // On mlx5 (no marker) all-ones is a value.
   EXPECT_FALSE(
       MapCounter({"hw_counters", "np_cnp_sent", "mlx5_0", 1, ""}, "mlx5")->all_ones_invalid);
+}
+
+// The kernel's hw_counters cache as drivers/infiniband/core/sysfs.c keeps
+// it: a read asks the driver only when jiffies is past the last refresh plus
+// the lifespan (msecs_to_jiffies, rounded up), else it serves the cached
+// value; hw_counters/lifespan shows jiffies_to_msecs of the kept jiffies.
+class KernelHwCountersCache {
+ public:
+  KernelHwCountersCache(int hz, uint64_t lifespan_ms, int64_t phase_ns)
+      : hz_(hz), lifespan_jiffies_((lifespan_ms * hz + 999) / 1000), phase_ns_(phase_ns) {}
+  // What hw_counters/lifespan reads.
+  uint64_t LifespanFileMs() const { return (lifespan_jiffies_ * 1000 + hz_ - 1) / hz_; }
+  // The value a read at `t_ns` returns when the driver's value is `truth`.
+  uint64_t Read(int64_t t_ns, uint64_t truth) {
+    const int64_t jiffies = (t_ns + phase_ns_) / (1'000'000'000 / hz_);
+    if (!refreshed_ || jiffies > last_refresh_ + static_cast<int64_t>(lifespan_jiffies_)) {
+      cached_ = truth;
+      last_refresh_ = jiffies;
+      refreshed_ = true;
+    }
+    return cached_;
+  }
+
+ private:
+  const int64_t hz_;
+  const uint64_t lifespan_jiffies_;
+  const int64_t phase_ns_;
+  bool refreshed_ = false;
+  int64_t last_refresh_ = 0;
+  uint64_t cached_ = 0;
+};
+
+class RdmaSysfsCacheTest : public RdmaSysfsTest, public ::testing::WithParamInterface<int> {};
+
+// A 1 s burst at a constant 100,000 CNPs/s, read every 10 ms through the
+// kernel's cache: the per-interval peak rate is the burst's within 5 %, and
+// the whole count arrives, at HZ 100, 250 and 1000; appending every reading
+// (what a reader unaware of the cache does) shows about twice the rate.
+TEST_P(RdmaSysfsCacheTest, CachedReadingsAreMergedNotDoubled) {
+  const int hz = GetParam();
+  KernelHwCountersCache kernel(hz, /*lifespan_ms=*/10, /*phase_ns=*/3'700'000);
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth2");
+  tree.Set("mlx5_0", 1, "hw_counters/lifespan", absl::StrCat(kernel.LifespanFileMs(), "\n"));
+  ASSERT_TRUE(SetCollectorOption(&config_, "kernel-hz", absl::StrCat(hz)).ok());
+  Make(tree.root());
+  constexpr double kRate = 100'000;  // per second, in [0.5 s, 1.5 s)
+  constexpr int64_t kMs = 1'000'000;
+  auto truth = [&](int64_t t) {
+    const int64_t in = std::clamp<int64_t>(t - 500 * kMs, 0, 1000 * kMs);
+    return static_cast<uint64_t>(100 + kRate * static_cast<double>(in) / 1e9);
+  };
+  const int64_t t0 = ts_ + 10 * kMs;
+  double naive_peak = 0;
+  uint64_t prev_read = 0;
+  for (int64_t t = 0; t <= 2000 * kMs; t += 10 * kMs) {
+    const uint64_t v = kernel.Read(t, truth(t));
+    if (t > 0) naive_peak = std::max(naive_peak, static_cast<double>(v - prev_read) / 0.010);
+    prev_read = v;
+    tree.Set("mlx5_0", 1, "hw_counters/np_cnp_sent", absl::StrCat(v, "\n"));
+    TestPollContext ctx(&store_, Tier::kHot, t0 + t);
+    ASSERT_TRUE(collector_->Poll(ctx).ok());
+  }
+  ts_ = t0 + 2000 * kMs;
+  const std::optional<SeriesId> id =
+      store_.Find(SeriesKey{"hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth2"});
+  ASSERT_TRUE(id.has_value());
+  const std::vector<Sample> samples = store_.ReadRange(*id, 0, INT64_MAX);
+  ASSERT_GE(samples.size(), 50u);
+  double peak = 0;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    const double dt = static_cast<double>(samples[i].ts_ns - samples[i - 1].ts_ns) * 1e-9;
+    peak = std::max(peak, static_cast<double>(samples[i].value - samples[i - 1].value) / dt);
+  }
+  EXPECT_NEAR(peak, kRate, 0.05 * kRate) << "HZ " << hz;
+  EXPECT_EQ(samples.back().value, truth(2000 * kMs));
+  // The fake does what the kernel does: unmerged, some intervals double.
+  EXPECT_GT(naive_peak, 1.5 * kRate) << "HZ " << hz;
+  // Idle and cached readings were merged, at most every other one.
+  EXPECT_LT(samples.size(), 201u);
+  EXPECT_GE(samples.size(), 201u / 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hz, RdmaSysfsCacheTest, ::testing::Values(100, 250, 1000));
+
+// The staleness window: (ceil(lifespan x HZ / 1000) + 1) jiffies.
+TEST(RdmaSysfsStaleWindowTest, FollowsTheKernelsJiffies) {
+  EXPECT_EQ(RdmaSysfsCollector::StaleWindowNs(10, 100), 20'000'000);
+  EXPECT_EQ(RdmaSysfsCollector::StaleWindowNs(12, 250), 16'000'000);
+  EXPECT_EQ(RdmaSysfsCollector::StaleWindowNs(10, 1000), 11'000'000);
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(250, "/nonexistent"), 250);
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, "/nonexistent"), 100);
+  char tmpl[] = "/tmp/kernel_config.XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  WriteFile(tmpl, "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n");
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, tmpl), 250);
+  std::remove(tmpl);
 }
 
 }  // namespace
