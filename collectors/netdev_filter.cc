@@ -1,12 +1,15 @@
 #include "collectors/netdev_filter.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/parse.h"
 
 namespace fabricscope {
 
 absl::StatusOr<NetdevFilter> NetdevFilter::Compile(absl::string_view pattern) {
   NetdevFilter filter;
   if (pattern.empty()) return filter;
+  // std::regex recurses per nesting level and overflows on long counts.
+  if (absl::Status s = CheckRegexBounds(pattern); !s.ok()) return s;
   // Compiled from a std::string, never from the caller's range: libstdc++ 12's
   // scanner reads the character after a final '(' (to look for "(?"), past
   // the end of a range that is not NUL-terminated (found by fuzz_config).

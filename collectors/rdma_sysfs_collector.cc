@@ -107,6 +107,15 @@ absl::flat_hash_set<std::string> HotSignals(const std::vector<std::string>& hot_
 }
 
 const OptionKey<uint64_t> kKernelHz{"kernel-hz", 0};
+const OptionKey<std::string> kDeviceInclude{"rdma-device-include", ""};
+const OptionKey<std::string> kDeviceExclude{"rdma-device-exclude", ""};
+
+absl::Status CheckDeviceRegex(const std::string& v) { return NetdevFilter::Compile(v).status(); }
+
+NetdevFilter CompiledOrEmpty(const std::string& pattern) {
+  absl::StatusOr<NetdevFilter> f = NetdevFilter::Compile(pattern);  // validated by the option
+  return f.ok() ? *std::move(f) : NetdevFilter();
+}
 
 const MetricSpec& kCachedReads = DefineMetric(
     {.name = "fabricscope_rdma_sysfs_cached_reads_total",
@@ -139,6 +148,8 @@ RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
       store_(ctx.store),
       ports_(ctx.ports),
       metrics_(ctx.metrics),
+      device_include_(CompiledOrEmpty(ctx.options->values.Get(kDeviceInclude))),
+      device_exclude_(CompiledOrEmpty(ctx.options->values.Get(kDeviceExclude))),
       kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath())) {
   if (kernel_hz_ != static_cast<int>(ctx.options->values.Get(kKernelHz))) {
     Log(LogLevel::kInfo, kName, "kernel HZ for the hw_counters lifespan",
@@ -147,8 +158,23 @@ RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
   }
 }
 
+bool RdmaSysfsCollector::Watched(absl::string_view device) const {
+  if (!device_include_.empty() && !device_include_.Matches(device)) return false;
+  return !device_exclude_.Matches(device);
+}
+
 std::vector<OptionSpec> RdmaSysfsCollector::Options() {
-  return {option::Integer(kKernelHz,
+  return {option::String(kDeviceInclude, "REGEX",
+                         "Only these RDMA devices (ECMAScript regex, full match, e.g. "
+                         "\"mlx5_[0-7]\"): the others are never read by any collector (their "
+                         "ports stay out of the inventory). Empty: every device.",
+                         CheckDeviceRegex),
+          option::String(kDeviceExclude, "REGEX",
+                         "RDMA devices never read (ECMAScript regex, full match), e.g. the "
+                         "restricted functions whose counter queries fail and flood the kernel "
+                         "log. Applied after --rdma-device-include. Empty: none.",
+                         CheckDeviceRegex),
+          option::Integer(kKernelHz,
                           "The kernel's HZ (CONFIG_HZ), for the staleness window of cached "
                           "hw_counters (their lifespan is kept in jiffies): 0 reads CONFIG_HZ "
                           "from /boot/config-<release>, else assumes 100 (the coarsest, the "
@@ -217,9 +243,30 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
     }
   }
   ts.readings.clear();
+  const int64_t now = ctx.ts_ns();
   for (TierFile& f : ts.files) {
     if (!f.file.is_open() || f.claimed) continue;
+    PortBackoff* backoff = nullptr;
+    if (!ts.backoff.empty()) [[unlikely]] {
+      auto it = ts.backoff.find(std::make_pair(f.device, f.spec->port));
+      if (it != ts.backoff.end()) {
+        backoff = &it->second;
+        // Backing off: not read until the retry time (a clock stepped back
+        // ends the wait).
+        if (backoff->delay_ns > 0 && now < backoff->retry_ns && now >= backoff->since_ns) continue;
+      }
+    }
     absl::StatusOr<uint64_t> v = f.file.Read();
+    if (v.ok() && backoff != nullptr) [[unlikely]] {
+      if (backoff->delay_ns > 0) {
+        Log(LogLevel::kInfo, kName, "port reads recovered; backoff ended",
+            {{"device", ts.devices[f.device].name},
+             {"port", absl::StrCat(f.spec->port)},
+             {"tier", std::string(TierName(ctx.tier()))},
+             {"failures", absl::StrCat(backoff->failures)}});
+      }
+      ts.backoff.erase(std::make_pair(f.device, f.spec->port));
+    }
     if (v.ok()) [[likely]] {
       if (*v == UINT64_MAX && f.spec->all_ones_invalid) [[unlikely]] {
         // The driver's "invalid" marker (ionic): no sample, the series is blind.
@@ -268,12 +315,39 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         f.disabled = true;
         f.file.Close();
         break;
+      case CollectorErrorCode::kIo:
+        ctx.Error(v.status(), f.spec->path);
+        NoteIoFailure(ts, f, ctx, v.status());
+        break;
       default:
         ctx.Error(v.status(), f.spec->path);
         break;
     }
   }
   ctx.AppendReadings(ts.readings);
+}
+
+void RdmaSysfsCollector::NoteIoFailure(TierState& ts, const TierFile& f, PollContext& ctx,
+                                       const absl::Status& error) {
+  PortBackoff& b = ts.backoff[std::make_pair(f.device, f.spec->port)];
+  ++b.failures;
+  if (b.failures < kBackoffAfterFailures) return;
+  const bool starting = b.delay_ns == 0;
+  b.delay_ns = starting ? kBackoffFirstNs : std::min(2 * b.delay_ns, kBackoffMaxNs);
+  b.since_ns = ctx.ts_ns();
+  b.retry_ns = b.since_ns + b.delay_ns;
+  if (starting) {
+    // One line per change (here, and "recovered" when a read succeeds): a
+    // restricted function whose every read fails (and logs in the kernel)
+    // must not flood either log.
+    Log(LogLevel::kWarn, kName,
+        "port reads fail repeatedly; retried with exponential backoff (1 s doubling to 5 min)",
+        {{"device", ts.devices[f.device].name},
+         {"port", absl::StrCat(f.spec->port)},
+         {"tier", std::string(TierName(ctx.tier()))},
+         {"path", f.spec->path},
+         {"error", std::string(error.message())}});
+  }
 }
 
 void RdmaSysfsCollector::CloseDevice(TierState& ts, uint32_t device) {
@@ -371,6 +445,7 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
   ts.files = std::move(files);
   ts.readings.reserve(ts.files.size());
   ts.devices = std::move(devices);
+  ts.backoff.clear();  // device indices changed; a rediscovered port is tried again
   ts.topo = std::move(topo);
   ts.generation = generation;
   ts.claims_generation = UINT64_MAX;  // the files changed: re-check their claims
@@ -405,6 +480,7 @@ void RdmaSysfsCollector::Rescan(PollContext& ctx, bool refresh_attributes) {
     while (struct dirent* e = ::readdir(dir)) {
       const absl::string_view n(e->d_name);
       if (n == "." || n == "..") continue;
+      if (!Watched(n)) continue;  // --rdma-device-include / --rdma-device-exclude
       struct stat st;
       if (::fstatat(::dirfd(dir), e->d_name, &st, 0) != 0) {
         // Listed but not stat-able: gone since the listing (ENOENT) is a

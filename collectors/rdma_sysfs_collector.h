@@ -1,6 +1,11 @@
 // rdma_sysfs: RDMA port counters from /sys/class/infiniband (under
 // --sysfs-root).
 //
+// Which devices: every directory of class/infiniband, or those
+// --rdma-device-include matches, less those --rdma-device-exclude matches
+// (never opened; their ports stay out of the port inventory, so no other
+// collector reads them either).
+//
 // What it reads, per <dev>/ports/<port>:
 //   hot tier     hw_counters/<name> for the names in --hot-counters (congestion
 //                and loss indicators); all hot files of one port are read
@@ -85,7 +90,14 @@
 //                                     told apart by inode and ctime), its files
 //                                     reopened, its series (same ids) present
 //                                     again - no restart
-//   io (anything else)                counted, polling goes on
+//   io (EIO and anything else)        counted, polling goes on; after 3 failures
+//                                     on one port (a restricted function whose
+//                                     firmware refuses the query, and whose
+//                                     kernel logs every attempt) the port's
+//                                     files back off: retried after 1 s, the
+//                                     delay doubling to 5 min, one log line when
+//                                     it starts and one when a read succeeds
+//                                     (PortBackoff)
 //
 // Threading: Poll runs on up to four scheduler threads at once (one per
 // distinct tier interval), never concurrently with itself for one tier.
@@ -130,7 +142,8 @@ class RdmaSysfsCollector final : public Collector {
 
   // The registry factory. Reads config (sysfs_root, hot_counters) once.
   static absl::StatusOr<std::unique_ptr<Collector>> Create(const CollectorContext& ctx);
-  // Its options (--kernel-hz), registered with it (collectors/register_all.cc).
+  // Its options (--rdma-device-include, --rdma-device-exclude, --kernel-hz),
+  // registered with it (collectors/register_all.cc).
   static std::vector<OptionSpec> Options();
   // The kernel's HZ as the staleness window assumes it: `configured` if not
   // 0, else CONFIG_HZ from `boot_config` (/boot/config-<release>), else 100.
@@ -206,6 +219,21 @@ class RdmaSysfsCollector final : public Collector {
     // fabricscope_rdma_sysfs_cached_reads_total{device}; null without metrics.
     prometheus::Counter* cached_reads = nullptr;
   };
+  // A port whose reads fail with I/O errors (EIO: a function whose firmware
+  // refuses the query): after kBackoffAfterFailures failures its files are
+  // not read until retry_ns, the delay doubling from 1 s to 5 min on every
+  // failed retry; the first success ends it. Logged once when it starts and
+  // once when it ends; every failure is counted (code io).
+  struct PortBackoff {
+    int failures = 0;
+    int64_t delay_ns = 0;  // 0: not backing off yet
+    int64_t since_ns = 0;
+    int64_t retry_ns = 0;
+  };
+  static constexpr int kBackoffAfterFailures = 3;
+  static constexpr int64_t kBackoffFirstNs = 1'000'000'000;
+  static constexpr int64_t kBackoffMaxNs = 300'000'000'000;
+
   struct TierState {
     uint64_t generation = 0;
     // PortInventory::HwCountersClaimsGeneration() the `claimed` flags reflect.
@@ -216,6 +244,8 @@ class RdmaSysfsCollector final : public Collector {
     // The tick's readings, appended to the store after every file was read
     // (PollTier): capacity kept across ticks, nothing allocated per tick.
     std::vector<SeriesReading> readings;
+    // Ports (device index, port) with failing reads; empty normally.
+    absl::flat_hash_map<std::pair<uint32_t, uint32_t>, PortBackoff> backoff;
   };
 
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);
@@ -231,6 +261,7 @@ class RdmaSysfsCollector final : public Collector {
   void SyncTier(TierState& ts, PollContext& ctx);
   void PollTier(TierState& ts, PollContext& ctx);
   void CloseDevice(TierState& ts, uint32_t device);
+  void NoteIoFailure(TierState& ts, const TierFile& f, PollContext& ctx, const absl::Status& error);
 
   const std::string root_;  // <sysfs-root>/class/infiniband
   const absl::flat_hash_set<std::string> hot_counters_;
@@ -240,7 +271,11 @@ class RdmaSysfsCollector final : public Collector {
   Store* const store_;
   PortInventory* const ports_;      // written at discovery and on changes
   MetricsRegistry* const metrics_;  // may be null (tests)
-  const int kernel_hz_;             // KernelHz(--kernel-hz, ...)
+  // --rdma-device-include / --rdma-device-exclude (empty: every device).
+  const NetdevFilter device_include_;
+  const NetdevFilter device_exclude_;
+  bool Watched(absl::string_view device) const;
+  const int kernel_hz_;  // KernelHz(--kernel-hz, ...)
 
   std::mutex rescan_mu_;
   uint64_t next_incarnation_ ABSL_GUARDED_BY(rescan_mu_) = 1;

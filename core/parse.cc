@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
 namespace fabricscope {
@@ -62,6 +63,57 @@ absl::Status ValidateListenAddress(absl::string_view text) {
   if (host.empty() || !absl::SimpleAtoi(port, &p) || p < 0 || p > 65535) {
     return absl::InvalidArgumentError(
         "expected HOST:PORT with a port from 0 to 65535 (0 picks a free port)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRegexBounds(absl::string_view regex) {
+  if (regex.size() > kMaxRegexLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex longer than ", kMaxRegexLength, " characters"));
+  }
+  int depth = 0, max_depth = 0;
+  bool in_braces = false;
+  for (size_t i = 0; i < regex.size(); ++i) {
+    // A number std::regex reads as an integer (a repetition count in braces,
+    // a backreference after a backslash) overflows its accumulator past
+    // about 18 digits (undefined behaviour inside libstdc++): at most
+    // kMaxRegexNumberDigits digits there.
+    const bool counted = in_braces || (i > 0 && regex[i - 1] == '\\');
+    if (counted && absl::ascii_isdigit(static_cast<unsigned char>(regex[i]))) {
+      size_t n = 0;
+      while (i + n < regex.size() &&
+             absl::ascii_isdigit(static_cast<unsigned char>(regex[i + n]))) {
+        ++n;
+      }
+      if (n > kMaxRegexNumberDigits) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("regex has a repetition count or backreference of more than ",
+                         kMaxRegexNumberDigits, " digits"));
+      }
+      i += n - 1;
+      continue;
+    }
+    if (regex[i] == '{') {
+      in_braces = true;
+    } else if (regex[i] == '}') {
+      in_braces = false;
+    }
+    if (regex[i] == '\\') {
+      // an escaped character never opens or closes a group; its digits are
+      // checked above on the next round
+      if (i + 1 < regex.size() && !absl::ascii_isdigit(static_cast<unsigned char>(regex[i + 1]))) {
+        ++i;
+      }
+    } else if (regex[i] == '(') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (regex[i] == ')') {
+      --depth;
+    }
+  }
+  if (max_depth > kMaxRegexDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex nests groups deeper than ", kMaxRegexDepth, " levels"));
   }
   return absl::OkStatus();
 }

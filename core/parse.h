@@ -5,6 +5,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -22,5 +23,15 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
 // HOST:PORT, [V6]:PORT; port 0 means "pick a free port".
 absl::Status ValidateListenAddress(absl::string_view text);
+
+// Bounds a user-supplied regex before it reaches std::regex, whose compiler
+// and matcher recurse per nesting level (deep nesting overflows the stack)
+// and whose integer parsing overflows: at most kMaxRegexLength characters,
+// kMaxRegexDepth nested groups and kMaxRegexNumberDigits digits in a count.
+inline constexpr size_t kMaxRegexLength = 1024;
+inline constexpr int kMaxRegexDepth = 16;
+// Digits of a repetition count ({n,m}) or a backreference (\n).
+inline constexpr size_t kMaxRegexNumberDigits = 6;
+absl::Status CheckRegexBounds(absl::string_view regex);
 
 }  // namespace fabricscope

@@ -32,6 +32,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/parse.h"
 #include "daemon/spans/span.h"
 
 namespace fabricscope {
@@ -55,16 +56,6 @@ absl::StatusOr<std::vector<SpanKindPattern>> ParseSpanKindPatterns(absl::string_
 
 // The built-in patterns (see the file comment).
 const std::vector<SpanKindPattern>& DefaultSpanKindPatterns();
-
-// Bounds a user-supplied regex before it reaches std::regex, whose compiler
-// and matcher recurse per nesting level (deep nesting overflows the stack)
-// and whose integer parsing overflows: at most kMaxRegexLength characters,
-// kMaxRegexDepth nested groups and kMaxRegexNumberDigits digits in a count.
-inline constexpr size_t kMaxRegexLength = 1024;
-inline constexpr int kMaxRegexDepth = 16;
-// Digits of a repetition count ({n,m}) or a backreference (\n).
-inline constexpr size_t kMaxRegexNumberDigits = 6;
-absl::Status CheckRegexBounds(absl::string_view regex);
 
 class SpanKindClassifier {
  public:

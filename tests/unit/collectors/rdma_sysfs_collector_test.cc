@@ -12,9 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "collectors/collector.h"
 #include "collectors/registry.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/metrics.h"
 #include "core/signals.h"
 #include "daemon/scheduler.h"
@@ -739,6 +742,83 @@ TEST(RdmaSysfsStaleWindowTest, FollowsTheKernelsJiffies) {
   WriteFile(tmpl, "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n");
   EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, tmpl), 250);
   std::remove(tmpl);
+}
+
+// A restricted function (configurations where the firmware refuses the
+// counter query, and the kernel logs every attempt): every hw_counters read of
+// the port fails with an I/O error. After three failures the port backs off
+// (1 s, doubling to 5 min): over 10 minutes of 10 ms ticks it is asked a few
+// dozen times instead of 120,000, with one log line. Rediscovered with
+// readable files (as after a reset), it is read again at once.
+TEST_F(RdmaSysfsTest, APortWhoseReadsFailBacksOffWithOneLogLine) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth2");
+  const std::string hw = tree.Port("mlx5_0", 1) + "/hw_counters/";
+  // A directory fails every read (EISDIR: an I/O error, as EIO would).
+  for (const char* name : {"np_cnp_sent", "out_of_sequence", "req_cqe_error"}) {
+    fs::remove(hw + name);
+    fs::create_directories(hw + name);
+  }
+  Make(tree.root());
+  std::string log;
+  SetLogCaptureForTest(&log);
+  constexpr int64_t kMs = 1'000'000;
+  const int64_t t0 = ts_;
+  int io = 0;
+  for (int64_t t = 10 * kMs; t <= 600'000 * kMs; t += 10 * kMs) {
+    TestPollContext ctx(&store_, Tier::kHot, t0 + t);
+    ASSERT_TRUE(collector_->Poll(ctx).ok());
+    io += ctx.Count(CollectorErrorCode::kIo);
+  }
+  EXPECT_GE(io, 3);
+  EXPECT_LE(io, 30);
+  auto lines = [&](absl::string_view msg) {
+    int n = 0;
+    for (absl::string_view line : absl::StrSplit(log, '\n')) n += absl::StrContains(line, msg);
+    return n;
+  };
+  EXPECT_EQ(lines("port reads fail repeatedly"), 1) << log;
+  EXPECT_EQ(lines("backoff ended"), 0);
+
+  // The port recovers: the next retry reads it and its samples resume.
+  for (const char* name : {"np_cnp_sent", "out_of_sequence", "req_cqe_error"}) {
+    fs::remove(hw + name);
+    WriteFile(hw + name, "5\n");
+  }
+  Make(tree.root());  // the files are opened at discovery: a rediscovery, as after a reset
+  int64_t t = t0 + 600'010 * kMs;
+  for (int i = 0; i < 100; ++i, t += 10 * kMs) {
+    TestPollContext ctx(&store_, Tier::kHot, t);
+    ASSERT_TRUE(collector_->Poll(ctx).ok());
+    EXPECT_EQ(ctx.Count(CollectorErrorCode::kIo), 0);
+  }
+  EXPECT_EQ(lines("port reads fail repeatedly"), 1);
+  SetLogCaptureForTest(nullptr);
+  const std::optional<SeriesId> id =
+      store_.Find(SeriesKey{"hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth2"});
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ(store_.Get(*id)->state.last_raw, 5u);
+}
+
+// --rdma-device-include / --rdma-device-exclude: a device they leave out is
+// never read and stays out of the port inventory (so no collector reads it).
+TEST_F(RdmaSysfsTest, DeviceFiltersLeaveDevicesUnread) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth2");
+  tree.AddRocePort("mlx5_1", 1, "eth3");
+  tree.AddRocePort("mlx5_2", 1, "eth4");
+  ASSERT_TRUE(SetCollectorOption(&config_, "rdma-device-include", "mlx5_[01]").ok());
+  ASSERT_TRUE(SetCollectorOption(&config_, "rdma-device-exclude", "mlx5_0").ok());
+  Make(tree.root());
+  std::vector<std::string> devices;
+  for (const PortInfo& p : inventory_.List()) devices.push_back(p.device);
+  EXPECT_THAT(devices, ElementsAre("mlx5_1"));
+  PollAll();
+  EXPECT_FALSE(Get("hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth2").has_value());
+  EXPECT_TRUE(Get("hw_counters", "np_cnp_sent", "mlx5_1", 1, "eth3").has_value());
+  // A pattern that does not compile, or one std::regex would choke on, is refused.
+  EXPECT_FALSE(SetCollectorOption(&config_, "rdma-device-exclude", "mlx5_(").ok());
+  EXPECT_FALSE(SetCollectorOption(&config_, "rdma-device-exclude", "a{99999999999}").ok());
 }
 
 }  // namespace
