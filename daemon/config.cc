@@ -65,8 +65,9 @@ const T& Ref(const Config& c, T DetectorOptions::*field) {
   return c.detect.*field;
 }
 
-// A daemon option: the spec's parser and renderer over a Config field (the
-// spec's default is the field's in a default Config).
+// A daemon option: the spec's parser and renderer over a Config field (its
+// default is the field's in a default Config: what `get` renders for
+// Config{}).
 template <typename Field>
 Option Bind(Field field, OptionSpec spec) {
   using T = std::decay_t<decltype(Ref(std::declval<const Config&>(), field))>;

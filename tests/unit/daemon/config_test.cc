@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,25 @@ TEST(ConfigTest, DefaultsMatchTheContract) {
   EXPECT_EQ(cl->config.config_interval, absl::Seconds(10));
   EXPECT_EQ(cl->config.store_memory_bytes, 256ull << 20);
   EXPECT_EQ(cl->config.hot_counters.size(), 12u);
+}
+
+// The daemon's options and every plugin's share one name space: no name
+// twice (a plugin's option shadowed by the daemon's would never be set), and
+// each plugin option is parsed into its plugin's values.
+TEST(ConfigTest, OptionNamesAreUniqueAcrossTheDaemonAndItsPlugins) {
+  std::map<std::string, int> seen;
+  std::istringstream help(HelpText());
+  for (std::string line; std::getline(help, line);) {
+    if (line.rfind("  --", 0) != 0) continue;
+    const std::string name = line.substr(4, line.find_first_of("=[", 4) - 4);
+    EXPECT_EQ(++seen[name], 1) << "--" << name << " twice";
+  }
+  EXPECT_EQ(seen.count("pfc-storm-fraction"), 1u);  // a detector's
+  EXPECT_EQ(seen.count("kernel-hz"), 1u);           // a collector's
+  Config c;
+  ASSERT_TRUE(ApplyConfigText("kernel-hz = 250\npfc-storm-fraction = 0.5\n", "t", &c).ok());
+  EXPECT_EQ(RestartOnlyChanges(Config{}, c),
+            (std::vector<std::string>{"kernel-hz", "pfc-storm-fraction"}));
 }
 
 TEST(ConfigTest, FlagsInBothSpellings) {
