@@ -279,7 +279,7 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         // fresh reading closes the interval over both ticks.
         // (A tick stamped before the last appended one -- the realtime clock
         // stepped back -- is never taken as cached.)
-        const int64_t since = ctx.ts_ns() - f.last_ts_ns;
+        const int64_t since = now - f.last_ts_ns;
         if (f.has_last && *v == f.last_raw && since >= 0 && since < f.spec->stale_window_ns) {
           if (prometheus::Counter* c = ts.devices[f.device].cached_reads; c != nullptr) {
             c->Increment();
@@ -288,7 +288,7 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
         }
         f.has_last = true;
         f.last_raw = *v;
-        f.last_ts_ns = ctx.ts_ns();
+        f.last_ts_ns = now;
       }
       ts.readings.push_back({f.id, *v});
       continue;

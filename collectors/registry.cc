@@ -20,12 +20,9 @@ absl::Status CollectorRegistry::Register(std::string name, std::string descripti
   }
   for (const OptionSpec& spec : options) {
     for (const Entry& e : entries_) {
-      for (const OptionSpec& other : e.options) {
-        if (other.name == spec.name) {
-          return absl::AlreadyExistsError(absl::StrCat("collector \"", name, "\": option --",
-                                                       spec.name, " is collector \"", e.name,
-                                                       "\"'s"));
-        }
+      if (FindOptionSpec(e.options, spec.name) != nullptr) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "collector \"", name, "\": option --", spec.name, " is collector \"", e.name, "\"'s"));
       }
     }
   }
@@ -59,13 +56,8 @@ absl::Status BuiltinCollectorsStatus() { return GetBuiltin().status; }
 absl::Status SetCollectorOption(CollectorOptions* options, absl::string_view name,
                                 absl::string_view text) {
   for (const CollectorRegistry::Entry& e : BuiltinCollectors().entries()) {
-    for (const OptionSpec& spec : e.options) {
-      if (spec.name != name) continue;
-      if (absl::Status s = options->values.Set(spec, text); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
-      }
-      return absl::OkStatus();
-    }
+    absl::Status s = options->values.Set(e.options, name, text);
+    if (!absl::IsNotFound(s)) return s;
   }
   return absl::NotFoundError(absl::StrCat("no collector has an option \"", name, "\""));
 }

@@ -67,6 +67,13 @@ NumberRange AtLeast(double lo, double hi) {
 }
 NumberRange Fraction() { return {0, true, 1, "a number in (0, 1]", "A number in (0, 1]."}; }
 
+const OptionSpec* FindOptionSpec(const std::vector<OptionSpec>& specs, absl::string_view name) {
+  for (const OptionSpec& spec : specs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
 std::string FormatBytes(uint64_t b) {
   if (b % (1ull << 30) == 0) return absl::StrCat(b >> 30, "GiB");
   if (b % (1ull << 20) == 0) return absl::StrCat(b >> 20, "MiB");
@@ -169,6 +176,16 @@ absl::Status OptionValues::Set(const OptionSpec& spec, absl::string_view text) {
   absl::StatusOr<OptionValue> v = spec.parse(text);
   if (!v.ok()) return v.status();
   values_[spec.name] = *std::move(v);
+  return absl::OkStatus();
+}
+
+absl::Status OptionValues::Set(const std::vector<OptionSpec>& specs, absl::string_view name,
+                               absl::string_view text) {
+  const OptionSpec* spec = FindOptionSpec(specs, name);
+  if (spec == nullptr) return absl::NotFoundError(absl::StrCat("no option \"", name, "\""));
+  if (absl::Status s = Set(*spec, text); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
   return absl::OkStatus();
 }
 

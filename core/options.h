@@ -132,6 +132,9 @@ OptionSpec Number(const OptionKey<double>& key, std::string hint, absl::string_v
 
 }  // namespace option
 
+// The spec named `name` among `specs`, or null.
+const OptionSpec* FindOptionSpec(const std::vector<OptionSpec>& specs, absl::string_view name);
+
 // "1MiB" for whole binary units, else the number of bytes.
 std::string FormatBytes(uint64_t b);
 
@@ -141,6 +144,10 @@ class OptionValues {
  public:
   // Parses `text` with the spec and keeps the value; on error nothing changes.
   absl::Status Set(const OptionSpec& spec, absl::string_view text);
+  // The same for whichever of `specs` is named `name`: the parse error
+  // prefixed with the name, or NotFound when none of them is.
+  absl::Status Set(const std::vector<OptionSpec>& specs, absl::string_view name,
+                   absl::string_view text);
   // Keeps a value of the option's own type (tests, programs that configure in
   // code); the spec's parse is not involved.
   template <typename T>

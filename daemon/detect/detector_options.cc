@@ -14,13 +14,8 @@ bool DetectorOptions::Enabled(absl::string_view detector) const {
 
 absl::Status DetectorOptions::Set(absl::string_view option, absl::string_view text) {
   for (const DetectorRegistry::Entry& e : BuiltinDetectors().entries()) {
-    for (const OptionSpec& spec : e.detector.options) {
-      if (spec.name != option) continue;
-      if (absl::Status s = values.Set(spec, text); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(option, ": ", s.message()));
-      }
-      return absl::OkStatus();
-    }
+    absl::Status s = values.Set(e.detector.options, option, text);
+    if (!absl::IsNotFound(s)) return s;
   }
   return absl::NotFoundError(absl::StrCat("no detector has an option \"", option, "\""));
 }

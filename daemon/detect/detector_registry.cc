@@ -51,11 +51,9 @@ absl::Status DetectorRegistry::Register(std::string name, DetectorClass detector
   }
   for (const OptionSpec& spec : detector.options) {
     for (const Entry& e : entries_) {
-      for (const OptionSpec& other : e.detector.options) {
-        if (other.name == spec.name) {
-          return absl::AlreadyExistsError(absl::StrCat(
-              "detector \"", name, "\": option --", spec.name, " is detector \"", e.name, "\"'s"));
-        }
+      if (FindOptionSpec(e.detector.options, spec.name) != nullptr) {
+        return absl::AlreadyExistsError(absl::StrCat("detector \"", name, "\": option --",
+                                                     spec.name, " is detector \"", e.name, "\"'s"));
       }
     }
   }
