@@ -110,14 +110,18 @@ nf_before=$(errors not_found)
 # (fabricscope_*_active, 0 unless an episode is open) stay for every port they
 # have seen, and so does the collector's own count of cached reads per device
 # (a self-metric, like its error counts), so they are not part of this check.
-counters() {
+# mlx5_1_counters FILE: those lines of a scrape that name mlx5_1, into
+# $WORK/mlx5_1 (a file, not a pipe into `grep -q`: under pipefail the writer's
+# SIGPIPE when grep -q stops early would read as "no match").
+mlx5_1_counters() {
   grep -v '^#' "$1" | grep -v '^fabricscope_[a-z_]*_active{' |
-    grep -v '^fabricscope_rdma_sysfs_cached_reads_total{'
+    grep -v '^fabricscope_rdma_sysfs_cached_reads_total{' | grep 'device="mlx5_1"' >"$WORK/mlx5_1" || true
+  [ -s "$WORK/mlx5_1" ]
 }
 mv "$IB/mlx5_1" "$WORK/mlx5_1.saved"
 gone=0
 for _ in $(seq 1 $(tries 100)); do
-  if scrape >"$WORK/m" && ! counters "$WORK/m" | grep -q 'device="mlx5_1"'; then gone=1; break; fi
+  if scrape >"$WORK/m" && ! mlx5_1_counters "$WORK/m"; then gone=1; break; fi
   sleep 0.1
 done
 [ "$gone" -eq 1 ] || fail "mlx5_1 series still exported after the device vanished"
@@ -126,7 +130,9 @@ OOS0='fabricscope_rdma_errors_total{device="mlx5_0",port="1",counter="out_of_seq
 printf '7\n' >"$MLX5_0/hw_counters/out_of_sequence"
 wait_value "$OOS0" 7
 value "$OOS0" >/dev/null
-counters "$WORK/m" | grep -q 'device="mlx5_1"' && fail "mlx5_1 came back while removed"
+if mlx5_1_counters "$WORK/m"; then
+  fail "mlx5_1 came back while removed: $(head -n 5 "$WORK/mlx5_1")"
+fi
 mv "$WORK/mlx5_1.saved" "$IB/mlx5_1"
 wait_value "$CNP" 10285020
 wait_value 'fabricscope_port_info{device="mlx5_1",port="1",netdev="ens1f0np0",link_layer="Ethernet",state="ACTIVE",rate="100 Gb/sec (4X EDR)",driver="mlx5",fw_ver="14.28.2006"}' 1
