@@ -36,12 +36,14 @@
 // guard what is shared.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "collectors/netdev_filter.h"
 #include "core/hot_counters.h"
@@ -102,6 +104,10 @@ struct CollectorOptions {
   std::vector<std::string> hot_counters = DefaultHotCounters();
   // Where rdma_netlink reads process names (PROC/PID/comm); tests change it.
   std::string proc_root = "/proc";
+  // The scheduler's tier intervals (--hot-interval ... --config-interval), by
+  // Tier: what a collector's read plan costs per second follows from them.
+  std::array<absl::Duration, kNumTiers> intervals = {
+      absl::Milliseconds(10), absl::Milliseconds(100), absl::Seconds(1), absl::Seconds(10)};
   // The collectors' own options (--rdma-per-process, --lldpd-socket, ...),
   // which each declares with its registration (collectors/registry.h) and
   // reads with its OptionKey constants; unset ones are at their defaults.

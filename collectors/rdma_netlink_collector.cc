@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "collectors/sysfs_reader.h"
 #include "core/errors.h"
 #include "core/log.h"
@@ -49,6 +50,48 @@ const MetricSpec& kProcessSeriesDropped =
                   .labels = {},
                   .component = "rdma_netlink"});
 
+const MetricSpec& kDeviceQueries = DefineMetric(
+    {.name = "fabricscope_device_queries_total",
+     .type = MetricType::kCounter,
+     .help = "Device (firmware) queries the daemon's RDMA netlink reads cost, by kind: "
+             "\"hw_stats\" = the driver's get_hw_stats, one per STAT_GET of a port, counted as "
+             "3 firmware commands on mlx5 (QUERY_Q_COUNTER, QUERY_CONG_STATISTICS, PPCNT: the "
+             "most it issues) and 1 on other drivers; \"counter_object\" = one query per "
+             "counter object bound on the port for every counter a STAT_GET serves (N x K), and "
+             "one per object in a dump of a device's counter objects. See "
+             "fabricscope_rdma_counter_objects for K and --device-query-budget.",
+     .labels = {"device", "kind"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kCounterObjects = DefineMetric(
+    {.name = "fabricscope_rdma_counter_objects",
+     .type = MetricType::kGauge,
+     .help = "Counter objects bound on the port (K), from a dump of the device's counter "
+             "objects every config interval: per-process counters (--rdma-per-process, or an "
+             "admin's `rdma statistic qp set ... auto`). Each counter one STAT_GET serves costs "
+             "K device queries.",
+     .labels = {"device", "port"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kReadInterval = DefineMetric(
+    {.name = "fabricscope_rdma_read_interval_seconds",
+     .type = MetricType::kGauge,
+     .help = "How often the rdma_netlink collector reads the device's ports in each tier "
+             "(\"hot\", \"medium\"): the tier's interval, stretched when the full-rate plan "
+             "would cost more than --device-query-budget.",
+     .labels = {"device", "tier"},
+     .component = "rdma_netlink"});
+
+const MetricSpec& kPlannedQueries = DefineMetric(
+    {.name = "fabricscope_device_queries_planned_per_second",
+     .type = MetricType::kGauge,
+     .help = "Device queries per second the rdma_netlink read plan of the device costs at its "
+             "current read intervals (its ports' STAT_GETs at N x K each, the counter-object "
+             "dumps, the config tier's re-probe); kept at or under --device-query-budget "
+             "unless even the longest intervals exceed it (then logged).",
+     .labels = {"device"},
+     .component = "rdma_netlink"});
+
 constexpr int kHotSlot = 0;
 constexpr int kMediumSlot = 1;
 constexpr int kConfigTier = 2;
@@ -74,6 +117,7 @@ bool Lasting(const absl::Status& s) {
 // Its options.
 const OptionKey<std::vector<std::string>> kEnableOptional{"rdma-enable-optional-counters", {}};
 const OptionKey<bool> kPerProcess{"rdma-per-process", false};
+const OptionKey<uint64_t> kQueryBudget{"device-query-budget", 2000};
 
 }  // namespace
 
@@ -103,6 +147,14 @@ std::vector<OptionSpec> RdmaNetlinkCollector::Options() {
                    "top processes by retransmits/out-of-sequence per port, the rest as "
                    "process=\"other\". Needs CAP_NET_ADMIN (e.g. systemd "
                    "AmbientCapabilities=CAP_NET_ADMIN)."),
+      option::Integer(kQueryBudget,
+                      "Device (firmware) queries per second the rdma_netlink reads may cost one "
+                      "RDMA device (see fabricscope_device_queries_total): above it the "
+                      "medium tier's reads of the device are stretched first, then the hot "
+                      "tier's, each change logged. The default keeps the full-rate plan "
+                      "(about 330/s per mlx5 port) with room, and bounds per-process mode, "
+                      "whose reads cost N x K. 0: no budget.",
+                      0, 10'000'000),
   };
 }
 
@@ -114,7 +166,10 @@ RdmaNetlinkCollector::RdmaNetlinkCollector(const CollectorContext& ctx,
       enable_optional_(ctx.options->values.Get(kEnableOptional)),
       transports_(std::move(transports)),
       per_process_(ctx.options->values.Get(kPerProcess)),
-      proc_root_(ctx.options->proc_root) {
+      proc_root_(ctx.options->proc_root),
+      intervals_(ctx.options->intervals),
+      budget_(ctx.options->values.Get(kQueryBudget)),
+      metrics_(ctx.metrics) {
   if (ctx.metrics != nullptr) {
     source_gauge_ = &ctx.metrics->Gauge(kHwCountersSource);
     optional_gauge_ = &ctx.metrics->Gauge(kOptionalCounterEnabled);
@@ -137,9 +192,11 @@ absl::Status RdmaNetlinkCollector::Poll(PollContext& ctx) {
   if (unsupported()) return absl::OkStatus();
   switch (ctx.tier()) {
     case Tier::kHot:
+      ++tiers_[kHotSlot].ticks;
       PollCounters(tiers_[kHotSlot], kHotSlot, ctx);
       break;
     case Tier::kMedium:
+      ++tiers_[kMediumSlot].ticks;
       PollCounters(tiers_[kMediumSlot], kMediumSlot, ctx);
       if (per_process_) PollProcesses(tiers_[kMediumSlot], ctx);
       break;
@@ -186,9 +243,17 @@ void RdmaNetlinkCollector::PollCounters(TierState& ts, int slot, PollContext& ct
     // First sight of this claim: rdma_sysfs may have read the port in this
     // tick already (the claim is newer than its check); start next tick.
     if (ts.seen.insert(p.claim_id).second) continue;
+    // The device's budget stride: this tier reads it every stride-th tick.
+    const uint32_t stride = p.device_cost->stride[slot].load(std::memory_order_relaxed);
+    if (stride > 1 && ts.ticks % stride != 0) continue;
     absl::Status s = Exchange(t, BuildRdmaStatGet(p.device_index, p.port), &ts.replies);
     absl::StatusOr<RdmaNlPortStats> stats =
         s.ok() ? ParseRdmaStatGet(ts.replies) : absl::StatusOr<RdmaNlPortStats>(s);
+    if (stats.ok()) {
+      const uint32_t served = static_cast<uint32_t>(stats->counters.size());
+      p.port_cost->served.store(served, std::memory_order_relaxed);
+      p.device_cost->Count(served, p.port_cost->objects.load(std::memory_order_relaxed));
+    }
     const std::string key = PortKey(p.device, p.port);
     if (!stats.ok()) {
       if (Lasting(stats.status())) {
@@ -277,6 +342,14 @@ void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
   absl::flat_hash_set<uint32_t> dumped;
   for (const PortPlan& p : ts.plan->ports) {
     if (!dumped.insert(p.device_index).second) continue;
+    const uint32_t stride = p.device_cost->stride[kMediumSlot].load(std::memory_order_relaxed);
+    if (stride > 1 && ts.ticks % stride != 0) {
+      // Not this tick: the device's series stay as they are.
+      for (const auto& [key, id] : process_series_) {
+        if (key.device == p.device && process_live_.contains(id)) tick.live.insert(id);
+      }
+      continue;
+    }
     absl::Status s = Exchange(t, BuildRdmaQpCounterDump(p.device_index), &ts.replies);
     absl::StatusOr<std::vector<RdmaNlQpCounter>> objects =
         s.ok() ? ParseRdmaQpCounterDump(ts.replies)
@@ -284,6 +357,9 @@ void RdmaNetlinkCollector::PollProcesses(TierState& ts, PollContext& ctx) {
     if (!objects.ok()) {
       ctx.Error(objects.status(), absl::StrCat(p.device, " qp counters"));
       continue;
+    }
+    if (p.device_cost->counter_object != nullptr) {
+      p.device_cost->counter_object->Increment(static_cast<double>(objects->size()));
     }
     // Per port of this device: per PID sums.
     absl::flat_hash_map<uint32_t, absl::flat_hash_map<uint32_t, Proc>> by_port;
@@ -492,6 +568,14 @@ void RdmaNetlinkCollector::Replan(PollContext& ctx, bool discovery) {
     pp.device = info.device;
     pp.device_index = idx->second;
     pp.port = info.port;
+    pp.device_cost = CostOf(info);
+    std::shared_ptr<PortCost>& port_cost = port_costs_[key];
+    if (port_cost == nullptr) port_cost = std::make_shared<PortCost>();
+    pp.port_cost = port_cost;
+    port_cost->served.store(static_cast<uint32_t>(stats->counters.size()),
+                            std::memory_order_relaxed);
+    pp.device_cost->Count(static_cast<uint32_t>(stats->counters.size()),
+                          port_cost->objects.load(std::memory_order_relaxed));
     for (const RdmaNlCounter& c : stats->counters) {
       if (c.name == "lifespan") continue;  // a setting, as in sysfs
       SeriesKey skey{"hw_counters", c.name, info.device, info.port, info.netdev};
@@ -551,7 +635,171 @@ void RdmaNetlinkCollector::Replan(PollContext& ctx, bool discovery) {
     Log(LogLevel::kInfo, kName, "hw_counters over netlink",
         {{"ports", absl::StrCat(claimed)}, {"inventory_ports", absl::StrCat(inventory.size())}});
   }
-  publish_sources(changed ? next.get() : cur.get());
+  const Plan* in_effect = changed ? next.get() : cur.get();
+  publish_sources(in_effect);
+  if (in_effect != nullptr) PlanBudget(t, *in_effect, ctx);
+}
+
+void RdmaNetlinkCollector::DeviceCost::Count(uint32_t served, uint32_t objects) const {
+  if (hw_stats != nullptr) hw_stats->Increment(get_hw_stats_commands);
+  if (counter_object != nullptr && served > 0 && objects > 0) {
+    counter_object->Increment(static_cast<double>(served) * objects);
+  }
+}
+
+std::shared_ptr<RdmaNetlinkCollector::DeviceCost> RdmaNetlinkCollector::CostOf(
+    const PortInfo& port) {
+  std::shared_ptr<DeviceCost>& cost = device_costs_[port.device];
+  if (cost != nullptr) return cost;
+  cost = std::make_shared<DeviceCost>();
+  // mlx5's get_hw_stats: QUERY_Q_COUNTER, plus QUERY_CONG_STATISTICS and
+  // PPCNT where supported: counted at the most.
+  cost->get_hw_stats_commands = port.driver == "mlx5" ? 3 : 1;
+  if (metrics_ != nullptr) {
+    cost->hw_stats =
+        &metrics_->Counter(kDeviceQueries).Add({{"device", port.device}, {"kind", "hw_stats"}});
+    cost->counter_object = &metrics_->Counter(kDeviceQueries)
+                                .Add({{"device", port.device}, {"kind", "counter_object"}});
+  }
+  return cost;
+}
+
+double RdmaNetlinkCollector::QueriesPerSecond(const DeviceLoad& load,
+                                              const TierIntervals& intervals, uint32_t hot_stride,
+                                              uint32_t medium_stride) {
+  const double hot = absl::ToDoubleSeconds(intervals[static_cast<int>(Tier::kHot)]) * hot_stride;
+  const double medium =
+      absl::ToDoubleSeconds(intervals[static_cast<int>(Tier::kMedium)]) * medium_stride;
+  const double config = absl::ToDoubleSeconds(intervals[static_cast<int>(Tier::kConfig)]);
+  double per_second = 0;
+  double objects = 0;
+  for (const PortLoad& p : load.ports) {
+    const double request = load.get_hw_stats_commands + static_cast<double>(p.served) * p.objects;
+    double reads = 1 / config;  // the config tier's re-probe
+    if (p.hot) reads += 1 / hot;
+    if (p.medium) reads += 1 / medium;
+    per_second += request * reads;
+    objects += p.objects;
+  }
+  per_second += objects / config;  // the config tier's counter-object dump
+  if (load.per_process) per_second += objects / medium;
+  return per_second;
+}
+
+RdmaNetlinkCollector::ReadStrides RdmaNetlinkCollector::PlanStrides(const DeviceLoad& load,
+                                                                    const TierIntervals& intervals,
+                                                                    uint64_t budget) {
+  ReadStrides r;
+  auto cost = [&] { return QueriesPerSecond(load, intervals, r.hot, r.medium); };
+  r.per_second = cost();
+  if (budget == 0 || r.per_second <= static_cast<double>(budget)) return r;
+  const absl::Duration hot = intervals[static_cast<int>(Tier::kHot)];
+  const absl::Duration medium = intervals[static_cast<int>(Tier::kMedium)];
+  const absl::Duration slow = intervals[static_cast<int>(Tier::kSlow)];
+  const absl::Duration config = intervals[static_cast<int>(Tier::kConfig)];
+  auto over = [&] { return (r.per_second = cost()) > static_cast<double>(budget); };
+  // The medium tier's counters first, up to the slow interval; then the hot
+  // tier's (the congestion signals); then both, up to the config interval.
+  while (over() && medium * (2 * r.medium) <= slow) r.medium *= 2;
+  while (over() && hot * (2 * r.hot) <= slow) r.hot *= 2;
+  while (over()) {
+    const bool hot_room = hot * (2 * r.hot) <= config;
+    const bool medium_room = medium * (2 * r.medium) <= config;
+    if (!hot_room && !medium_room) break;
+    if (medium_room) r.medium *= 2;
+    if (hot_room) r.hot *= 2;
+  }
+  r.within = r.per_second <= static_cast<double>(budget);
+  return r;
+}
+
+RdmaNetlinkCollector::ReadStrides RdmaNetlinkCollector::StridesForTest(const std::string& device) {
+  std::lock_guard<std::mutex> lock(replan_mu_);
+  auto it = device_costs_.find(device);
+  if (it == device_costs_.end()) return {};
+  ReadStrides r = it->second->planned;
+  r.hot = it->second->stride[kHotSlot].load();
+  r.medium = it->second->stride[kMediumSlot].load();
+  return r;
+}
+
+void RdmaNetlinkCollector::PlanBudget(RdmaNetlinkTransport* t, const Plan& plan, PollContext& ctx) {
+  // K per port: one dump of each device's counter objects (one query each).
+  std::vector<uint8_t> replies;
+  absl::flat_hash_map<std::string, DeviceLoad> loads;
+  absl::flat_hash_set<uint32_t> dumped;
+  for (const PortPlan& p : plan.ports) {
+    if (!dumped.insert(p.device_index).second) continue;
+    absl::Status s = Exchange(t, BuildRdmaQpCounterDump(p.device_index), &replies);
+    absl::StatusOr<std::vector<RdmaNlQpCounter>> objects =
+        s.ok() ? ParseRdmaQpCounterDump(replies) : absl::StatusOr<std::vector<RdmaNlQpCounter>>(s);
+    const std::string key = absl::StrCat(p.device, " counter objects");
+    if (!objects.ok()) {
+      // K stays as last seen (0 if never): reported once per device.
+      if (reported_.insert(key).second) ctx.Error(objects.status(), key);
+      continue;
+    }
+    reported_.erase(key);
+    if (p.device_cost->counter_object != nullptr) {
+      p.device_cost->counter_object->Increment(static_cast<double>(objects->size()));
+    }
+    absl::flat_hash_map<uint32_t, uint32_t> per_port;
+    for (const RdmaNlQpCounter& o : *objects) ++per_port[o.port];
+    for (const PortPlan& q : plan.ports) {
+      if (q.device_index != p.device_index) continue;
+      auto it = per_port.find(q.port);
+      q.port_cost->objects.store(it == per_port.end() ? 0 : it->second, std::memory_order_relaxed);
+    }
+  }
+  for (const PortPlan& p : plan.ports) {
+    DeviceLoad& load = loads[p.device];
+    load.get_hw_stats_commands = p.device_cost->get_hw_stats_commands;
+    load.per_process = per_process_;
+    const uint32_t objects = p.port_cost->objects.load(std::memory_order_relaxed);
+    load.ports.push_back({p.port_cost->served.load(std::memory_order_relaxed), objects,
+                          !p.series[kHotSlot].empty(), !p.series[kMediumSlot].empty()});
+    if (metrics_ != nullptr) {
+      metrics_->Gauge(kCounterObjects)
+          .Add({{"device", p.device}, {"port", absl::StrCat(p.port)}})
+          .Set(objects);
+    }
+  }
+  for (const auto& [device, load] : loads) {
+    DeviceCost& cost = *device_costs_[device];
+    const ReadStrides r = PlanStrides(load, intervals_, budget_);
+    const bool strides_changed =
+        !cost.has_plan || r.hot != cost.planned.hot || r.medium != cost.planned.medium;
+    cost.stride[kHotSlot].store(r.hot, std::memory_order_relaxed);
+    cost.stride[kMediumSlot].store(r.medium, std::memory_order_relaxed);
+    const absl::Duration hot = intervals_[static_cast<int>(Tier::kHot)] * r.hot;
+    const absl::Duration medium = intervals_[static_cast<int>(Tier::kMedium)] * r.medium;
+    if (metrics_ != nullptr) {
+      metrics_->Gauge(kReadInterval)
+          .Add({{"device", device}, {"tier", "hot"}})
+          .Set(absl::ToDoubleSeconds(hot));
+      metrics_->Gauge(kReadInterval)
+          .Add({{"device", device}, {"tier", "medium"}})
+          .Set(absl::ToDoubleSeconds(medium));
+      metrics_->Gauge(kPlannedQueries).Add({{"device", device}}).Set(r.per_second);
+    }
+    if (strides_changed && (cost.has_plan || r.hot > 1 || r.medium > 1 || !r.within)) {
+      uint64_t objects = 0;
+      for (const PortLoad& p : load.ports) objects += p.objects;
+      Log(r.within ? LogLevel::kInfo : LogLevel::kWarn, kName,
+          r.hot == 1 && r.medium == 1
+              ? "device query budget: the device's ports are read at full rate"
+              : (r.within ? "device query budget: reads of the device's ports stretched"
+                          : "device query budget exceeded even at the longest read intervals"),
+          {{"device", device},
+           {"budget_per_second", absl::StrCat(budget_)},
+           {"planned_per_second", absl::StrFormat("%.0f", r.per_second)},
+           {"hot_interval", absl::FormatDuration(hot)},
+           {"medium_interval", absl::FormatDuration(medium)},
+           {"counter_objects", absl::StrCat(objects)}});
+    }
+    cost.planned = r;
+    cost.has_plan = true;
+  }
 }
 
 }  // namespace fabricscope

@@ -3,9 +3,10 @@
 // sysfs hw_counters files where the kernel answers.
 //
 // Why: one RDMA_NLDEV_CMD_STAT_GET returns every hardware counter of a port
-// in one message (on mlx5 one firmware query), where sysfs costs a read()
-// per file; netlink also reports the optional counters (mlx5 cc_*, per-port
-// RDMA byte counters) and which of them are enabled.
+// in one message, always fresh (on mlx5 1-3 firmware commands while no
+// counter objects are bound: see the budget below), where sysfs costs a
+// read() per file and serves values cached for up to a lifespan; netlink also reports the optional
+// counters (mlx5 cc_*, per-port RDMA byte counters) and which of them are enabled.
 //
 // What it does:
 //   discovery    one RDMA_NLDEV_CMD_GET dump (device name -> index), then per
@@ -74,6 +75,25 @@
 // before this collector in every tick (registry order), has seen the claim by
 // then.
 //
+// What it costs the device, and the budget (ARCHITECTURE.md, "What a read
+// costs the device"): a STAT_GET of a port costs the driver's get_hw_stats
+// (counted as 3 firmware commands on mlx5, 1 elsewhere: the most it can be)
+// plus N x K counter-object queries (N counters served, K counter objects
+// bound on the port: the kernel sums each bound object into every counter it
+// serves); a dump of a device's counter objects costs one query per object.
+// The config tier learns K per port with one such dump per device (also
+// without --rdma-per-process: an admin's `rdma statistic qp set ... auto`
+// binds objects too), exports it (fabricscope_rdma_counter_objects), counts
+// what the collector issued (fabricscope_device_queries_total{device,kind})
+// and plans each device's reads against --device-query-budget (queries per
+// second per device): when the full-rate plan costs more, the medium tier's
+// reads of the device's ports are stretched first (every 2nd, 4th ... tick, up
+// to the slow interval), then the hot tier's (the congestion signals: last),
+// then both up to the config interval; never a sample dropped within a read.
+// Each change is one log line and fabricscope_rdma_read_interval_seconds
+// {device,tier}; fabricscope_device_queries_planned_per_second{device} is the
+// plan's cost.
+//
 // Threading: Poll runs on the hot, medium and config scheduler threads. The
 // port plan (which ports, which names map to which series per tier) is an
 // immutable snapshot shared through a shared_ptr under plan_mu_, rebuilt by
@@ -94,6 +114,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "collectors/collector.h"
 #include "collectors/rdma_netlink.h"
 #include "store/port_inventory.h"
@@ -145,10 +166,58 @@ class RdmaNetlinkCollector final : public Collector {
   // For tests: lowers kMaxProcessStoreSeries. Call before the first poll.
   void set_max_process_store_series_for_test(size_t n) { max_process_store_series_ = n; }
 
+  // The device-query budget's arithmetic (public for tests and benchmarks).
+  struct PortLoad {
+    uint32_t served = 0;   // N: counters one STAT_GET of the port serves
+    uint32_t objects = 0;  // K: counter objects bound on the port
+    bool hot = false;      // read by the hot tier
+    bool medium = false;   // read by the medium tier
+  };
+  struct DeviceLoad {
+    std::vector<PortLoad> ports;
+    uint32_t get_hw_stats_commands = 3;  // firmware commands per get_hw_stats
+    bool per_process = false;            // a counter-object dump every medium read
+  };
+  struct ReadStrides {
+    uint32_t hot = 1;       // the hot tier reads the device's ports every `hot`th tick
+    uint32_t medium = 1;    // the medium tier, every `medium`th tick
+    double per_second = 0;  // device queries per second at these strides
+    bool within = true;     // false: over the budget even at the longest strides
+    friend bool operator==(const ReadStrides&, const ReadStrides&) = default;
+  };
+  using TierIntervals = std::array<absl::Duration, kNumTiers>;
+  // Device queries per second of `load` read at these strides (the config
+  // tier's re-probe and counter-object dump included).
+  static double QueriesPerSecond(const DeviceLoad& load, const TierIntervals& intervals,
+                                 uint32_t hot_stride, uint32_t medium_stride);
+  // The shortest strides within `budget` queries per second (0: no budget):
+  // the medium tier's stride doubles up to the slow interval, then the hot
+  // tier's, then both up to the config interval.
+  static ReadStrides PlanStrides(const DeviceLoad& load, const TierIntervals& intervals,
+                                 uint64_t budget);
+  // For tests: the strides in effect for a device (1/1 before the first plan).
+  ReadStrides StridesForTest(const std::string& device);
+
   // For tests: whether the kernel was found without RDMA netlink support.
   bool unsupported() const { return unsupported_.load(std::memory_order_acquire); }
 
  private:
+  // A device's read strides (set by the config tier, read by the others)
+  // and what its queries are counted in.
+  struct DeviceCost {
+    std::atomic<uint32_t> stride[2] = {1, 1};  // hot, medium
+    uint32_t get_hw_stats_commands = 1;
+    prometheus::Counter* hw_stats = nullptr;        // may be null (no metrics)
+    prometheus::Counter* counter_object = nullptr;  // may be null
+    ReadStrides planned;                            // config tier only
+    bool has_plan = false;                          // config tier only
+    void Count(uint32_t served, uint32_t objects) const;
+  };
+  // A port's N and K, as last seen.
+  struct PortCost {
+    std::atomic<uint32_t> served{0};
+    std::atomic<uint32_t> objects{0};
+  };
   // One claimed port.
   struct PortPlan {
     uint64_t claim_id = 0;  // unique per claim (a re-claimed port gets a new one)
@@ -159,6 +228,8 @@ class RdmaNetlinkCollector final : public Collector {
     std::array<absl::flat_hash_map<std::string, SeriesId>, 2> series;
     // Set by a tier whose request failed for good; the config tier re-probes.
     std::shared_ptr<std::atomic<bool>> released;
+    std::shared_ptr<DeviceCost> device_cost;
+    std::shared_ptr<PortCost> port_cost;
   };
   struct Plan {
     std::vector<PortPlan> ports;
@@ -172,9 +243,16 @@ class RdmaNetlinkCollector final : public Collector {
     // tick after first sight.
     absl::flat_hash_set<uint64_t> seen;
     std::vector<uint8_t> replies;
+    uint64_t ticks = 0;  // this tier's polls, for the read strides
   };
 
   RdmaNetlinkTransport* Transport(TierState& ts, PollContext& ctx);
+  // Config tier: K per port (one counter-object dump per device), then each
+  // device's strides against the budget.
+  void PlanBudget(RdmaNetlinkTransport* t, const Plan& plan, PollContext& ctx)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(replan_mu_);
+  std::shared_ptr<DeviceCost> CostOf(const PortInfo& port)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(replan_mu_);
   // Discovery and config tier: (re)build the plan from the inventory.
   void Replan(PollContext& ctx, bool discovery);
   void PollCounters(TierState& ts, int slot, PollContext& ctx);
@@ -200,6 +278,9 @@ class RdmaNetlinkCollector final : public Collector {
   const RdmaNetlinkTransportFactory transports_;
   const bool per_process_;
   const std::string proc_root_;
+  const TierIntervals intervals_;
+  const uint64_t budget_;
+  MetricsRegistry* const metrics_;
   prometheus::Counter* process_dropped_ = nullptr;
   // Medium-tier state of --rdma-per-process: every per-process series
   // registered (bounded by max_process_store_series_ plus the ports' `other`
@@ -224,6 +305,11 @@ class RdmaNetlinkCollector final : public Collector {
   uint64_t next_claim_id_ ABSL_GUARDED_BY(replan_mu_) = 1;
   // Ports auto mode by PID was asked for (--rdma-per-process), once each.
   absl::flat_hash_set<std::string> auto_pid_asked_ ABSL_GUARDED_BY(replan_mu_);
+  // Per device name / port key, kept across plans.
+  absl::flat_hash_map<std::string, std::shared_ptr<DeviceCost>> device_costs_
+      ABSL_GUARDED_BY(replan_mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<PortCost>> port_costs_
+      ABSL_GUARDED_BY(replan_mu_);
 
   mutable std::mutex plan_mu_;
   std::shared_ptr<const Plan> plan_ ABSL_GUARDED_BY(plan_mu_);

@@ -634,6 +634,8 @@ absl::StatusOr<CollectorOptions> CollectorOptionsFromConfig(const Config& config
   }
   options.netdev_include = *std::move(include);
   options.hot_counters = config.hot_counters;
+  options.intervals = {config.hot_interval, config.medium_interval, config.slow_interval,
+                       config.config_interval};
   options.values = config.collector_values;
   return options;
 }

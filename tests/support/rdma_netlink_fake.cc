@@ -92,6 +92,7 @@ class FakeTransport final : public RdmaNetlinkTransport {
 void FakeRdmaNetlinkKernel::AddDevice(FakeRdmaDevice device) {
   std::lock_guard lock(mu_);
   devices_.push_back(std::move(device));
+  queries_.emplace_back();
 }
 
 FakeRdmaPort* FakeRdmaNetlinkKernel::FindPort(uint32_t device_index, uint32_t port) {
@@ -168,6 +169,26 @@ uint64_t FakeRdmaNetlinkKernel::Requests(int cmd) const {
   return cmd >= 0 && static_cast<size_t>(cmd) < requests_.size() ? requests_[cmd] : 0;
 }
 
+FakeDeviceQueries FakeRdmaNetlinkKernel::DeviceQueries(const std::string& device) const {
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].name == device) return queries_[i];
+  }
+  return {};
+}
+
+FakeDeviceQueries FakeRdmaNetlinkKernel::DeviceQueries() const {
+  std::lock_guard lock(mu_);
+  FakeDeviceQueries sum;
+  for (const FakeDeviceQueries& q : queries_) {
+    sum.get_hw_stats += q.get_hw_stats;
+    sum.hw_stats_commands += q.hw_stats_commands;
+    sum.counter_object += q.counter_object;
+    sum.config += q.config;
+  }
+  return sum;
+}
+
 std::unique_ptr<RdmaNetlinkTransport> FakeRdmaNetlinkKernel::NewTransport() {
   return std::make_unique<FakeTransport>(this);
 }
@@ -202,8 +223,12 @@ absl::Status FakeRdmaNetlinkKernel::Serve(nl_msg* request, std::vector<uint8_t>*
   const uint32_t port_index =
       tb[RDMA_NLDEV_ATTR_PORT_INDEX] ? nla_get_u32(tb[RDMA_NLDEV_ATTR_PORT_INDEX]) : 0;
   const FakeRdmaDevice* device = nullptr;
-  for (const FakeRdmaDevice& d : devices_) {
-    if (d.index == dev_index) device = &d;
+  FakeDeviceQueries* cost = nullptr;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].index == dev_index) {
+      device = &devices_[i];
+      cost = &queries_[i];
+    }
   }
   auto put_handle = [&](nl_msg* m) {
     return nla_put_u32(m, RDMA_NLDEV_ATTR_DEV_INDEX, device->index) == 0 &&
@@ -236,6 +261,8 @@ absl::Status FakeRdmaNetlinkKernel::Serve(nl_msg* request, std::vector<uint8_t>*
     bool ok = put_handle(m);
     nlattr* table = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_COUNTER);
     for (const FakeRdmaPort& p : device->ports) {
+      // fill_res_counter_entry: rdma_counter_query_stats per object.
+      cost->counter_object += p.qp_counters.size();
       for (const FakeRdmaQpCounter& c : p.qp_counters) {
         nlattr* e = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_COUNTER_ENTRY);
         ok = ok && e != nullptr && nla_put_u32(m, RDMA_NLDEV_ATTR_PORT_INDEX, p.port) == 0 &&
@@ -277,13 +304,24 @@ absl::Status FakeRdmaNetlinkKernel::Serve(nl_msg* request, std::vector<uint8_t>*
         answer.Error(port->stat_get_errno);
         break;
       }
+      // stat_get_doit_default_counter: get_hw_stats, then per served counter
+      // rdma_counter_get_hwstat_value over the port's bound objects.
+      ++cost->get_hw_stats;
+      cost->hw_stats_commands += device->get_hw_stats_commands;
       nl_msg* m = answer.New(0);
       bool ok = put_handle(m) && nla_put_u32(m, RDMA_NLDEV_ATTR_PORT_INDEX, port->port) == 0;
       nlattr* hw = nla_nest_start(m, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
-      for (const FakeRdmaCounter& c : port->counters) ok = ok && PutEntry(m, c.name, c.value);
-      for (const FakeRdmaOptionalCounter& c : port->optional) {
-        if (c.enabled) ok = ok && PutEntry(m, c.name, c.value);
+      uint64_t served = 0;
+      for (const FakeRdmaCounter& c : port->counters) {
+        ok = ok && PutEntry(m, c.name, c.value);
+        ++served;
       }
+      for (const FakeRdmaOptionalCounter& c : port->optional) {
+        if (!c.enabled) continue;
+        ok = ok && PutEntry(m, c.name, c.value);
+        ++served;
+      }
+      cost->counter_object += served * port->qp_counters.size();
       ok = ok && nla_nest_end(m, hw) == 0;
       if (!ok) {
         nlmsg_free(m);
@@ -366,6 +404,7 @@ absl::Status FakeRdmaNetlinkKernel::Serve(nl_msg* request, std::vector<uint8_t>*
           break;
         }
         for (size_t i = 0; i < enable.size(); ++i) port->optional[i].enabled = enable[i];
+        ++cost->config;
       }
       nl_msg* m = answer.New(0);
       put_handle(m);

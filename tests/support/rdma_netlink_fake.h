@@ -13,6 +13,16 @@
 // `privileged` (else EPERM, as without CAP_NET_ADMIN) and replaces the
 // enabled set; an index that is not an optional counter is EINVAL.
 //
+// Device queries are accounted as the kernel issues them (the rules, with the
+// kernel functions they come from, are in ARCHITECTURE.md, "What a read costs
+// the device"): a STAT_GET of a port calls the driver's get_hw_stats once
+// (`get_hw_stats_commands` firmware commands: 1-3 on mlx5) and, for each of
+// the N counters it serves, rdma_counter_get_hwstat_value queries every
+// counter object bound on that port (K): N x K; a dump of the QP counter
+// objects queries each object of the device once. STAT_GET_STATUS and the
+// device dump query nothing; a STAT_SET that changes the optional counters
+// is one command per port (the driver's modify_hw_stat).
+//
 // Thread-safety: all methods are thread-safe (one mutex); transports made by
 // NewTransport may be used from different threads at once.
 #pragma once
@@ -63,6 +73,18 @@ struct FakeRdmaDevice {
   uint32_t index = 0;
   std::string name;
   std::vector<FakeRdmaPort> ports = {};
+  // Firmware commands per get_hw_stats call (mlx5: QUERY_Q_COUNTER, plus
+  // QUERY_CONG_STATISTICS and PPCNT where the device supports them).
+  uint32_t get_hw_stats_commands = 1;
+};
+
+// What the device was asked for, by kind (see the class comment).
+struct FakeDeviceQueries {
+  uint64_t get_hw_stats = 0;       // driver calls
+  uint64_t hw_stats_commands = 0;  // their firmware commands
+  uint64_t counter_object = 0;     // counter-object queries (QUERY_Q_COUNTER each)
+  uint64_t config = 0;             // STAT_SET of optional counters
+  uint64_t Total() const { return hw_stats_commands + counter_object + config; }
 };
 
 class FakeRdmaNetlinkKernel {
@@ -86,6 +108,9 @@ class FakeRdmaNetlinkKernel {
   FakeRdmaPort Port(const std::string& device, uint32_t port) const;
   // Requests served per RDMA_NLDEV_CMD_* (index: the command).
   uint64_t Requests(int cmd) const;
+  // Device queries the requests cost a device, and the total of all devices.
+  FakeDeviceQueries DeviceQueries(const std::string& device) const;
+  FakeDeviceQueries DeviceQueries() const;
 
   // Serves one request (the transport's Exchange).
   absl::Status Serve(nl_msg* request, std::vector<uint8_t>* replies);
@@ -106,6 +131,7 @@ class FakeRdmaNetlinkKernel {
   bool unsupported_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> requests_ ABSL_GUARDED_BY(mu_) = std::vector<uint64_t>(64, 0);
+  std::vector<FakeDeviceQueries> queries_ ABSL_GUARDED_BY(mu_);  // parallel to devices_
 };
 
 }  // namespace fabricscope

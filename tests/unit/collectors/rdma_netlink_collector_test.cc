@@ -103,6 +103,7 @@ class RdmaNetlinkTest : public ::testing::Test {
     WriteFile(p + "/counters/unicast_xmit_packets", "10\n");
 
     FakeRdmaDevice dev{.index = 3, .name = "mlx5_0"};
+    dev.get_hw_stats_commands = 3;  // what the collector counts for mlx5
     FakeRdmaPort port{.port = 1};
     port.counters = {{"np_cnp_sent", 500}, {"out_of_sequence", 60}, {"req_cqe_error", 9}};
     port.optional = {{"cc_rx_ce_pkts", 1234, false}, {"cc_rx_cnp_pkts", 77, false}};
@@ -637,6 +638,168 @@ TEST_F(RdmaNetlinkTest, CreateNeverAsksTheKernelForAFixtureTree) {
 
 // Golden: the store-backed exposition of the port's hw_counters families as
 // the netlink path fills them (tests/golden/rdma_netlink.metrics).
+// --- What the reads cost the device, and the budget ---
+
+double MetricValue(const std::string& text, const std::string& sample) {
+  const size_t at = text.find(sample + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + sample.size() + 1));
+}
+
+// The fake kernel's accounting follows the kernel's rules: a STAT_GET costs
+// get_hw_stats plus N x K, a counter-object dump K.
+TEST(FakeRdmaCostTest, StatGetCostsNTimesKAndADumpK) {
+  FakeRdmaNetlinkKernel kernel;
+  FakeRdmaPort port{.port = 1};
+  port.counters = {{"a", 1}, {"b", 2}, {"c", 3}};
+  port.optional = {{"d", 4, true}, {"e", 5, false}};  // N = 4 served
+  for (uint32_t i = 0; i < 5; ++i) port.qp_counters.push_back({.id = i + 1, .pid = 100 + i});
+  kernel.AddDevice({.index = 1, .name = "mlx5_0", .ports = {port}, .get_hw_stats_commands = 3});
+  std::unique_ptr<RdmaNetlinkTransport> t = kernel.NewTransport();
+  std::vector<uint8_t> replies;
+  for (int i = 0; i < 2; ++i) {
+    nl_msg* m = BuildRdmaStatGet(1, 1);
+    ASSERT_TRUE(t->Exchange(m, &replies).ok());
+    nlmsg_free(m);
+  }
+  FakeDeviceQueries q = kernel.DeviceQueries("mlx5_0");
+  EXPECT_EQ(q.get_hw_stats, 2u);
+  EXPECT_EQ(q.hw_stats_commands, 6u);
+  EXPECT_EQ(q.counter_object, 2u * 4 * 5);
+  nl_msg* dump = BuildRdmaQpCounterDump(1);
+  ASSERT_TRUE(t->Exchange(dump, &replies).ok());
+  nlmsg_free(dump);
+  EXPECT_EQ(kernel.DeviceQueries("mlx5_0").counter_object, 2u * 4 * 5 + 5);
+  EXPECT_EQ(kernel.DeviceQueries().Total(), 6u + 40 + 5);
+}
+
+using TierIntervals = RdmaNetlinkCollector::TierIntervals;
+const TierIntervals kDefaultIntervals = {absl::Milliseconds(10), absl::Milliseconds(100),
+                                         absl::Seconds(1), absl::Seconds(10)};
+
+RdmaNetlinkCollector::DeviceLoad Mlx5Port(uint32_t objects, bool per_process) {
+  return {.ports = {{.served = 28, .objects = objects, .hot = true, .medium = true}},
+          .get_hw_stats_commands = 3,
+          .per_process = per_process};
+}
+
+// The default plan (no bound objects) is read at full rate well within the
+// default budget; per-process mode with K = 8 and K = 64 is stretched into it,
+// medium first, at the shortest strides that fit.
+TEST(RdmaNetlinkBudgetTest, StridesKeepTheBudgetMediumFirst) {
+  using C = RdmaNetlinkCollector;
+  C::ReadStrides full = C::PlanStrides(Mlx5Port(0, false), kDefaultIntervals, 2000);
+  EXPECT_EQ(full.hot, 1u);
+  EXPECT_EQ(full.medium, 1u);
+  EXPECT_TRUE(full.within);
+  EXPECT_NEAR(full.per_second, 3 * (100 + 10 + 0.1), 1e-6);
+
+  for (uint32_t k : {8u, 64u}) {
+    const C::DeviceLoad load = Mlx5Port(k, true);
+    C::ReadStrides r = C::PlanStrides(load, kDefaultIntervals, 2000);
+    EXPECT_TRUE(r.within) << k;
+    EXPECT_LE(r.per_second, 2000) << k;
+    EXPECT_NEAR(r.per_second, C::QueriesPerSecond(load, kDefaultIntervals, r.hot, r.medium), 1e-9);
+    EXPECT_GT(C::QueriesPerSecond(load, kDefaultIntervals, 1, 1), 20'000) << k;
+    // The medium tier went first, to the slow interval (100 ms x 8 <= 1 s).
+    EXPECT_GE(r.medium, 8u) << k;
+    EXPECT_GT(r.hot, 1u) << k;
+    // The shortest hot stride that fits: half of it does not.
+    EXPECT_GT(C::QueriesPerSecond(load, kDefaultIntervals, r.hot / 2, r.medium), 2000) << k;
+  }
+  // No budget: full rate whatever it costs.
+  C::ReadStrides none = C::PlanStrides(Mlx5Port(64, true), kDefaultIntervals, 0);
+  EXPECT_EQ(none.hot, 1u);
+  EXPECT_EQ(none.medium, 1u);
+  // Beyond reach: the longest strides (the config interval), said so.
+  C::ReadStrides over = C::PlanStrides(Mlx5Port(100'000, true), kDefaultIntervals, 2000);
+  EXPECT_FALSE(over.within);
+  EXPECT_EQ(over.hot, 512u);    // 10 ms x 512 <= 10 s < 10 ms x 1024
+  EXPECT_EQ(over.medium, 64u);  // 100 ms x 64 <= 10 s
+}
+
+// What the collector counts equals what the fake kernel was asked, exactly,
+// with and without bound counter objects; K is learned at the config tier
+// (a change of K between two dumps is counted from the next one).
+TEST_F(RdmaNetlinkTest, DeviceQueriesCountedAsTheKernelIssuesThem) {
+  Make();
+  auto counted = [&](const std::string& kind) {
+    return MetricValue(SelfMetrics(),
+                       "fabricscope_device_queries_total{device=\"mlx5_0\",kind=\"" + kind + "\"}");
+  };
+  auto run = [&] {
+    for (int i = 0; i < 20; ++i) {
+      Tick(Tier::kHot);
+      if (i % 10 == 0) Tick(Tier::kMedium);
+    }
+  };
+  run();
+  FakeDeviceQueries q = kernel_.DeviceQueries("mlx5_0");
+  EXPECT_EQ(q.counter_object, 0u);
+  EXPECT_EQ(counted("hw_stats"), static_cast<double>(q.hw_stats_commands));
+  // Discovery, then 19 hot and 1 medium reads (each tier starts on its tick
+  // after first seeing the claim).
+  EXPECT_EQ(q.hw_stats_commands, 3u * (1 + 19 + 1));
+  kernel_.SetQpCounters("mlx5_0", 1, {{.id = 1, .pid = 200}, {.id = 2, .pid = 201}});
+  Tick(Tier::kConfig);  // learns K = 2
+  const double hw_before = counted("hw_stats");
+  const double objects_before = counted("counter_object");
+  q = kernel_.DeviceQueries("mlx5_0");
+  run();
+  const FakeDeviceQueries after = kernel_.DeviceQueries("mlx5_0");
+  EXPECT_EQ(after.counter_object - q.counter_object, 22u * 3 * 2);  // 22 reads x N x K
+  EXPECT_EQ(counted("counter_object") - objects_before,
+            static_cast<double>(after.counter_object - q.counter_object));
+  EXPECT_EQ(counted("hw_stats") - hw_before,
+            static_cast<double>(after.hw_stats_commands - q.hw_stats_commands));
+  const std::string m = SelfMetrics();
+  EXPECT_EQ(MetricValue(m, "fabricscope_rdma_counter_objects{device=\"mlx5_0\",port=\"1\"}"), 2);
+  // Within the default budget: full rate.
+  EXPECT_EQ(
+      MetricValue(m, "fabricscope_rdma_read_interval_seconds{device=\"mlx5_0\",tier=\"hot\"}"),
+      0.01);
+}
+
+// Per-process mode with K = 64 bound objects: the plan is stretched into the
+// default budget, and over ten simulated seconds the fake kernel is asked for
+// no more than the budget allows; the hot series still get fresh samples.
+TEST_F(RdmaNetlinkTest, PerProcessWithManyObjectsStaysWithinTheBudget) {
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
+  options_.proc_root = root_ + "/proc";
+  kernel_.SetPrivileged(true);
+  std::vector<FakeRdmaQpCounter> objects;
+  for (uint32_t i = 0; i < 64; ++i) {
+    objects.push_back({.id = i + 1, .pid = 1000 + i, .counters = {{"out_of_sequence", i}}});
+  }
+  kernel_.SetQpCounters("mlx5_0", 1, objects);
+  Make();
+  Tick(Tier::kConfig);  // K = 64 seen: the plan is stretched
+  const RdmaNetlinkCollector::ReadStrides r = netlink_->StridesForTest("mlx5_0");
+  EXPECT_TRUE(r.within);
+  EXPECT_GT(r.hot, 1u);
+  EXPECT_GT(r.medium, 1u);
+  const uint64_t before = kernel_.DeviceQueries("mlx5_0").Total();
+  const uint64_t stat_gets = kernel_.Requests(RDMA_NLDEV_CMD_STAT_GET);
+  // Ten seconds at the default intervals: 1,000 hot, 100 medium, 1 config tick.
+  for (int i = 1; i <= 1000; ++i) {
+    Tick(Tier::kHot);
+    if (i % 10 == 0) Tick(Tier::kMedium);
+  }
+  Tick(Tier::kConfig);
+  const uint64_t used = kernel_.DeviceQueries("mlx5_0").Total() - before;
+  EXPECT_LE(used, 2000u * 10) << "strides " << r.hot << "/" << r.medium;
+  // Unbudgeted, the same ten seconds would cost (1 + 3 x 64) x 1,101 STAT_GETs.
+  EXPECT_LT(used, (1 + 3 * 64) * 1101 / 5);
+  const uint64_t reads = kernel_.Requests(RDMA_NLDEV_CMD_STAT_GET) - stat_gets;
+  EXPECT_GE(reads, 1000u / r.hot);
+  // The congestion series still move at the stretched hot interval.
+  kernel_.SetCounter("mlx5_0", 1, "np_cnp_sent", 900);
+  for (uint32_t i = 0; i < r.hot; ++i) Tick(Tier::kHot);
+  EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 900u);
+  EXPECT_NE(SelfMetrics().find("fabricscope_device_queries_planned_per_second{device=\"mlx5_0\"}"),
+            std::string::npos);
+}
+
 TEST_F(RdmaNetlinkTest, GoldenMetrics) {
   ASSERT_TRUE(SetCollectorOption(&options_, "rdma-enable-optional-counters", "cc_rx_ce_pkts").ok());
   kernel_.SetPrivileged(true);

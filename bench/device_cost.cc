@@ -1,0 +1,235 @@
+// What the daemon's RDMA reads cost one device, in device (firmware) queries
+// per second per port (issue 34 item 1): the real rdma_sysfs and rdma_netlink
+// collectors poll one mlx5 RoCE port (the 28-name hw_counters set of
+// rdma_netlink_bench, the 21 IB PMA counters/ files of the captured mlx5
+// fixture) for ten simulated seconds at the default tier intervals (1,000 hot,
+// 100 medium, 10 slow and 1 config tick), against the fake kernel of
+// tests/support/rdma_netlink_fake.h, which accounts device queries by the
+// kernel's rules (ARCHITECTURE.md, "What a read costs the device"): a STAT_GET
+// costs get_hw_stats (3 firmware commands on mlx5) plus N x K, a dump of the
+// counter objects K.
+//
+// Rows: the netlink path at the defaults; with --rdma-per-process and K = 1,
+// 8, 64 counter objects bound on the port, without a budget (before issue 34)
+// and with the default --device-query-budget (after); the sysfs-only fallback
+// (no RDMA netlink), from the files the real rdma_sysfs collector reads per
+// tier and the sysfs rules: each hw_counters read costs K, the driver is asked
+// at most once per lifespan (10 ms = 3 jiffies at HZ 250, refreshed every 4th
+// jiffy: 62.5/s), each counters/ read is one PMA MAD.
+//
+// Plain C++ (no Google Benchmark: nothing here is timed); prints a Markdown
+// table. Usage: device_cost
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/collector.h"
+#include "collectors/rdma_netlink_collector.h"
+#include "collectors/rdma_sysfs_collector.h"
+#include "collectors/registry.h"
+#include "core/clock.h"
+#include "core/metrics.h"
+#include "store/port_inventory.h"
+#include "store/store.h"
+#include "tests/support/rdma_netlink_fake.h"
+
+namespace fabricscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kHwCounters[] = {"duplicate_request",
+                                   "implied_nak_seq_err",
+                                   "local_ack_timeout_err",
+                                   "np_cnp_sent",
+                                   "np_ecn_marked_roce_packets",
+                                   "out_of_buffer",
+                                   "out_of_sequence",
+                                   "packet_seq_err",
+                                   "req_cqe_error",
+                                   "req_cqe_flush_error",
+                                   "req_remote_access_errors",
+                                   "req_remote_invalid_request",
+                                   "resp_cqe_error",
+                                   "resp_cqe_flush_error",
+                                   "resp_local_length_error",
+                                   "resp_remote_access_errors",
+                                   "rnr_nak_retry_err",
+                                   "roce_adp_retrans",
+                                   "roce_adp_retrans_to",
+                                   "roce_slow_restart",
+                                   "roce_slow_restart_cnps",
+                                   "roce_slow_restart_trans",
+                                   "rp_cnp_handled",
+                                   "rp_cnp_ignored",
+                                   "rx_atomic_requests",
+                                   "rx_icrc_encapsulated",
+                                   "rx_read_requests",
+                                   "rx_write_requests"};
+// tests/fixtures/sysfs mlx5_1 port 1 counters/ (a captured ConnectX RoCE port).
+const char* const kPmaCounters[] = {"VL15_dropped",
+                                    "excessive_buffer_overrun_errors",
+                                    "link_downed",
+                                    "link_error_recovery",
+                                    "local_link_integrity_errors",
+                                    "multicast_rcv_packets",
+                                    "multicast_xmit_packets",
+                                    "port_rcv_constraint_errors",
+                                    "port_rcv_data",
+                                    "port_rcv_errors",
+                                    "port_rcv_packets",
+                                    "port_rcv_remote_physical_errors",
+                                    "port_rcv_switch_relay_errors",
+                                    "port_xmit_constraint_errors",
+                                    "port_xmit_data",
+                                    "port_xmit_discards",
+                                    "port_xmit_packets",
+                                    "port_xmit_wait",
+                                    "symbol_error",
+                                    "unicast_rcv_packets",
+                                    "unicast_xmit_packets"};
+
+void Write(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::trunc) << s;
+}
+
+class Ctx final : public PollContext {
+ public:
+  Ctx(Store* store, Tier tier, int64_t ts) : store_(store), tier_(tier), ts_(ts) {}
+  Tier tier() const override { return tier_; }
+  int64_t ts_ns() const override { return ts_; }
+  void Append(SeriesId id, uint64_t raw) override { store_->Append(id, ts_, raw); }
+  void RecordError(CollectorErrorCode, absl::string_view, absl::string_view) override {}
+
+ private:
+  Store* store_;
+  Tier tier_;
+  int64_t ts_;
+};
+
+struct Row {
+  std::string config;
+  double before = 0;  // queries/s without a budget
+  double after = 0;   // with the default budget
+  std::string intervals;
+};
+
+// One port, K bound objects, ten simulated seconds; queries per second.
+double NetlinkRun(const std::string& root, uint32_t objects, bool per_process, bool budget,
+                  std::string* intervals) {
+  FakeRdmaNetlinkKernel kernel;
+  FakeRdmaPort port{.port = 1};
+  uint64_t v = 1000;
+  for (const char* n : kHwCounters) port.counters.push_back({n, v += 7});
+  for (uint32_t i = 0; i < objects; ++i) {
+    port.qp_counters.push_back(
+        {.id = i + 1, .pid = 1000 + i, .counters = {{"out_of_sequence", i}}});
+  }
+  FakeRdmaDevice dev{.index = 1, .name = "mlx5_0", .ports = {port}, .get_hw_stats_commands = 3};
+  kernel.AddDevice(dev);
+  kernel.SetPrivileged(true);
+  CollectorOptions options;
+  options.sysfs_root = root;
+  options.proc_root = root + "/proc";
+  if (per_process) (void)SetCollectorOption(&options, "rdma-per-process", "true");
+  if (!budget) (void)SetCollectorOption(&options, "device-query-budget", "0");
+  Store store;
+  PortInventory ports;
+  FakeClock clock;
+  MetricsRegistry metrics;
+  CollectorContext cc{&options, &store, &ports, &clock, &metrics};
+  RdmaSysfsCollector sysfs(cc);
+  RdmaNetlinkCollector netlink(cc, kernel.Factory());
+  int64_t ts = 1'700'000'000'000'000'000;
+  auto tick = [&](Tier t) {
+    Ctx ctx(&store, t, ts += 1'000'000);
+    (void)sysfs.Poll(ctx);
+    (void)netlink.Poll(ctx);
+  };
+  {
+    Ctx ctx(&store, Tier::kConfig, ts);
+    (void)sysfs.Discover(ctx);
+    (void)netlink.Discover(ctx);
+  }
+  tick(Tier::kConfig);  // K seen, the plan made
+  const uint64_t before = kernel.DeviceQueries().Total();
+  for (int i = 1; i <= 1000; ++i) {
+    tick(Tier::kHot);
+    if (i % 10 == 0) tick(Tier::kMedium);
+    if (i % 100 == 0) tick(Tier::kSlow);
+  }
+  tick(Tier::kConfig);
+  const RdmaNetlinkCollector::ReadStrides r = netlink.StridesForTest("mlx5_0");
+  *intervals = std::to_string(10 * r.hot) + " ms / " + std::to_string(100 * r.medium) + " ms";
+  return static_cast<double>(kernel.DeviceQueries().Total() - before) / 10.0;
+}
+
+// The sysfs-only fallback: files per tier from the real collector, the
+// kernel's sysfs rules applied to them.
+double SysfsRun(const std::string& root, uint32_t objects) {
+  CollectorOptions options;
+  options.sysfs_root = root;
+  Store store;
+  PortInventory ports;
+  FakeClock clock;
+  MetricsRegistry metrics;
+  CollectorContext cc{&options, &store, &ports, &clock, &metrics};
+  RdmaSysfsCollector sysfs(cc);
+  Ctx ctx(&store, Tier::kConfig, 1);
+  (void)sysfs.Discover(ctx);
+  for (Tier t : {Tier::kHot, Tier::kMedium, Tier::kSlow, Tier::kConfig}) {
+    Ctx c(&store, t, 2);
+    (void)sysfs.Poll(c);
+  }
+  const double hot = static_cast<double>(sysfs.OpenFilesForTest(Tier::kHot));
+  const double medium = static_cast<double>(sysfs.OpenFilesForTest(Tier::kMedium));
+  const double pma = static_cast<double>(sysfs.OpenFilesForTest(Tier::kSlow));
+  const double refreshes = 62.5;  // HZ 250, lifespan 10 ms: every 4th jiffy
+  return 3 * refreshes + (hot * 100 + medium * 10) * objects + pma * 1;
+}
+
+int Main() {
+  char tmpl[] = "/tmp/fabricscope_device_cost.XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  const fs::path port = fs::path(root) / "class/infiniband/mlx5_0/ports/1";
+  Write(port / "link_layer", "Ethernet\n");
+  Write(port / "state", "4: ACTIVE\n");
+  Write(port / "gid_attrs/ndevs/0", "ens1f0np0\n");
+  for (const char* n : kHwCounters) Write(port / "hw_counters" / n, "1\n");
+  for (const char* n : kPmaCounters) Write(port / "counters" / n, "1\n");
+
+  std::printf(
+      "| configuration | queries/s per port, no budget | with the default budget (2000/s) "
+      "| hot / medium read interval with it |\n|---|---|---|---|\n");
+  std::string unused, intervals;
+  {
+    const double b = NetlinkRun(root, 0, false, false, &unused);
+    const double a = NetlinkRun(root, 0, false, true, &intervals);
+    std::printf("| netlink, defaults (K = 0) | %.0f | %.0f | %s |\n", b, a, intervals.c_str());
+  }
+  for (uint32_t k : {1u, 8u, 64u}) {
+    const double b = NetlinkRun(root, k, true, false, &unused);
+    const double a = NetlinkRun(root, k, true, true, &intervals);
+    std::printf("| netlink, --rdma-per-process, K = %u | %.0f | %.0f | %s |\n", k, b, a,
+                intervals.c_str());
+  }
+  for (uint32_t k : {0u, 8u}) {
+    std::printf(
+        "| sysfs only (no RDMA netlink), K = %u | %.0f | (no budget on sysfs yet) | "
+        "10 ms / 100 ms |\n",
+        k, SysfsRun(root, k));
+  }
+  fs::remove_all(root);
+  return 0;
+}
+
+}  // namespace
+}  // namespace fabricscope
+
+int main() { return fabricscope::Main(); }
