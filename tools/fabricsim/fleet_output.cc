@@ -165,6 +165,9 @@ FleetWriter::~FleetWriter() {
   for (std::FILE* f : spans_) {
     if (f != nullptr) std::fclose(f);
   }
+  for (std::FILE* f : inspector_) {
+    if (f != nullptr) std::fclose(f);
+  }
 }
 
 absl::Status FleetWriter::Init(const Fleet& fleet) {
@@ -185,6 +188,15 @@ absl::Status FleetWriter::Init(const Fleet& fleet) {
     std::FILE* f = std::fopen((dir + "/spans.jsonl").c_str(), "we");
     if (f == nullptr) return absl::InternalError(absl::StrCat("open ", dir, "/spans.jsonl"));
     spans_.push_back(f);
+    std::filesystem::create_directories(dir + "/nccl-inspector", ec);
+    if (ec)
+      return absl::InternalError(absl::StrCat("mkdir ", dir, "/nccl-inspector: ", ec.message()));
+    const std::string log =
+        absl::StrCat(dir, "/nccl-inspector/fabricsim-pid", kFleetInspectorPid, ".log");
+    std::FILE* in = std::fopen(log.c_str(), "we");
+    if (in == nullptr) return absl::InternalError(absl::StrCat("open ", log));
+    inspector_.push_back(in);
+    inspector_sn_.push_back(0);
   }
   return absl::OkStatus();
 }
@@ -204,8 +216,17 @@ absl::Status FleetWriter::WriteSpans(Fleet& fleet, const std::string& scenario) 
       if (std::fputs(line.c_str(), spans_[h]) < 0) {
         return absl::InternalError("writing spans.jsonl failed");
       }
+      if (span.request) continue;  // a request has no collective of its own
+      line = InspectorJson(span, 0, start_unix_ns_, ++inspector_sn_[h], kFleetInspectorPid);
+      line += '\n';
+      if (std::fputs(line.c_str(), inspector_[h]) < 0) {
+        return absl::InternalError("writing the Inspector dump failed");
+      }
     }
     if (std::fflush(spans_[h]) != 0) return absl::InternalError("writing spans.jsonl failed");
+    if (std::fflush(inspector_[h]) != 0) {
+      return absl::InternalError("writing the Inspector dump failed");
+    }
   }
   return absl::OkStatus();
 }

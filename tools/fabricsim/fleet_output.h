@@ -10,8 +10,13 @@
 //   DIR/host-NN/topology                a --topology-file naming the host's leaf and port:
 //                                       host=* netdev=ens1f0np0 system=leafLL port=Ethernet1/K
 //                                       chassis=02:fa:b0:01:00:LL
-//   DIR/host-NN/spans.jsonl             decode-step spans, one JSON object a line
-//                                       (the `fabricscope push` input)
+//   DIR/host-NN/spans.jsonl             decode-step spans and GenAI-shaped request
+//                                       spans, one JSON object a line (the
+//                                       `fabricscope push` input)
+//   DIR/host-NN/nccl-inspector/fabricsim-pid70000.log
+//                                       each decode step's all-reduce as NCCL's
+//                                       Inspector plugin dumps it (InspectorJson;
+//                                       a --nccl-inspector-dir)
 //   DIR/ground_truth.json               FleetGroundTruthJson, rewritten atomically
 // The topology line says host=*: every simulated host's daemon runs on the same
 // machine under the same hostname, so a line naming host-NN would match none
@@ -32,6 +37,9 @@
 #include "tools/fabricsim/writer.h"
 
 namespace fabricsim {
+
+// The (pretend) process id of each host's decode worker in its Inspector file.
+inline constexpr int kFleetInspectorPid = 70000;
 
 // Ground-truth thresholds, over an episode's elapsed time.
 inline constexpr double kVictimRxPauseFraction = 0.05;  // a victim's rx pause
@@ -72,6 +80,8 @@ class FleetWriter {
   int64_t start_unix_ns_;
   std::vector<std::unique_ptr<TreeWriter>> trees_;
   std::vector<std::FILE*> spans_;
+  std::vector<std::FILE*> inspector_;
+  std::vector<uint64_t> inspector_sn_;  // each host's collective sequence number
   int64_t gt_signature_ = -1;
   int64_t gt_written_ns_ = -1;
 };

@@ -133,7 +133,10 @@ constexpr char kUsage[] =
     "    DIR/host-NN/topology                      --topology-file: host=* netdev=ens1f0np0\n"
     "                                              system=leafLL port=Ethernet1/K chassis=...\n"
     "                                              (host=*: all daemons share one hostname)\n"
-    "    DIR/host-NN/spans.jsonl                   decode-step spans (`fabricscope push` input)\n"
+    "    DIR/host-NN/spans.jsonl                   decode-step and GenAI request spans\n"
+    "                                              (`fabricscope push` input)\n"
+    "    DIR/host-NN/nccl-inspector/               each step's all-reduce as NCCL Inspector\n"
+    "                                              dumps it (--nccl-inspector-dir)\n"
     "    DIR/ground_truth.json                     scenario, fabric, host->leaf/port map and per\n"
     "                                              episode: start/end, origin, congested switch\n"
     "                                              ports, pausing switch ports, victims\n";

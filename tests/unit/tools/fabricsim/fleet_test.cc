@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/ingest/nccl_inspector.h"
 #include "tools/fabricsim/fleet.h"
 #include "tools/fabricsim/fleet_output.h"
 #include "tools/fabricsim/fleet_run.h"
@@ -144,7 +145,26 @@ TEST(FleetRun, WritesOneLiveHostPerDirectoryTopologyAndGroundTruth) {
     // Decode-step spans, one JSON object a line.
     std::string spans = Slurp(host + "/spans.jsonl");
     EXPECT_THAT(spans, HasSubstr(R"("kind":"decode_step")")) << name;
+    EXPECT_THAT(spans, HasSubstr(R"("gen_ai.latency.time_to_first_token")")) << name;
     EXPECT_EQ(spans.back(), '\n');
+    // Each decode step's all-reduce in the host's Inspector dump, a record the
+    // daemon's tailer parses into a collective span of that process.
+    size_t steps = 0;
+    for (size_t at = 0; (at = spans.find(R"("kind":"decode_step")", at)) != std::string::npos;
+         ++at) {
+      ++steps;
+    }
+    std::istringstream dump(Slurp(host + "/nccl-inspector/fabricsim-pid70000.log"));
+    size_t records = 0;
+    for (std::string rec; std::getline(dump, rec);) {
+      fabricscope::Span span;
+      std::string why;
+      ASSERT_TRUE(fabricscope::NcclInspectorTailer::ParseRecord(rec, &span, &why)) << why << rec;
+      EXPECT_EQ(span.pid, 70000u) << name;
+      ++records;
+    }
+    EXPECT_GT(records, 0u) << name;
+    EXPECT_EQ(records, steps) << name;
   }
   std::string gt = Slurp(dir + "/ground_truth.json");
   EXPECT_THAT(gt, HasSubstr(R"({"scenario":"slow_receiver","seed":1,"fabric":"leaf-spine:3,2,4",)"
