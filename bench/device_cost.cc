@@ -14,8 +14,10 @@
 // and with the default --device-query-budget (after); the sysfs-only fallback
 // (no RDMA netlink), from the files the real rdma_sysfs collector reads per
 // tier and the sysfs rules: each hw_counters read costs K, the driver is asked
-// at most once per lifespan (10 ms = 3 jiffies at HZ 250, refreshed every 4th
-// jiffy: 62.5/s), each counters/ read is one PMA MAD.
+// on the first read after the staleness window (10 ms = 3 jiffies at HZ 250:
+// a 16 ms window, every 2nd 10 ms read: 50/s), each counters/ read is one PMA
+// MAD. Every row includes the PMA files (read through sysfs on both paths) and
+// counts syscalls: 2 per netlink request (sendmsg + recvmsg), 1 per file read.
 //
 // Plain C++ (no Google Benchmark: nothing here is timed); prints a Markdown
 // table. Usage: device_cost
@@ -120,9 +122,14 @@ struct Row {
   std::string intervals;
 };
 
-// One port, K bound objects, ten simulated seconds; queries per second.
-double NetlinkRun(const std::string& root, uint32_t objects, bool per_process, bool budget,
-                  std::string* intervals) {
+struct Cost {
+  double queries = 0;   // device queries per second (netlink and PMA MADs)
+  double syscalls = 0;  // per second: 2 per netlink request, 1 per file read
+  std::string intervals;
+};
+
+// One port, K bound objects, ten simulated seconds.
+Cost NetlinkRun(const std::string& root, uint32_t objects, bool per_process, bool budget) {
   FakeRdmaNetlinkKernel kernel;
   FakeRdmaPort port{.port = 1};
   uint64_t v = 1000;
@@ -159,6 +166,8 @@ double NetlinkRun(const std::string& root, uint32_t objects, bool per_process, b
   }
   tick(Tier::kConfig);  // K seen, the plan made
   const uint64_t before = kernel.DeviceQueries().Total();
+  uint64_t requests_before = 0;
+  for (int cmd = 0; cmd < 64; ++cmd) requests_before += kernel.Requests(cmd);
   for (int i = 1; i <= 1000; ++i) {
     tick(Tier::kHot);
     if (i % 10 == 0) tick(Tier::kMedium);
@@ -166,13 +175,21 @@ double NetlinkRun(const std::string& root, uint32_t objects, bool per_process, b
   }
   tick(Tier::kConfig);
   const RdmaNetlinkCollector::ReadStrides r = netlink.StridesForTest("mlx5_0");
-  *intervals = std::to_string(10 * r.hot) + " ms / " + std::to_string(100 * r.medium) + " ms";
-  return static_cast<double>(kernel.DeviceQueries().Total() - before) / 10.0;
+  Cost c;
+  c.intervals = std::to_string(10 * r.hot) + " ms / " + std::to_string(100 * r.medium) + " ms";
+  uint64_t requests = 0;
+  for (int cmd = 0; cmd < 64; ++cmd) requests += kernel.Requests(cmd);
+  // The IB PMA counters/ files stay on sysfs: one MAD and one pread each, 10
+  // slow ticks.
+  const double pma = static_cast<double>(sysfs.OpenFilesForTest(Tier::kSlow));
+  c.queries = static_cast<double>(kernel.DeviceQueries().Total() - before) / 10.0 + pma;
+  c.syscalls = 2.0 * static_cast<double>(requests - requests_before) / 10.0 + pma;
+  return c;
 }
 
 // The sysfs-only fallback: files per tier from the real collector, the
 // kernel's sysfs rules applied to them.
-double SysfsRun(const std::string& root, uint32_t objects) {
+Cost SysfsRun(const std::string& root, uint32_t objects) {
   CollectorOptions options;
   options.sysfs_root = root;
   Store store;
@@ -190,8 +207,15 @@ double SysfsRun(const std::string& root, uint32_t objects) {
   const double hot = static_cast<double>(sysfs.OpenFilesForTest(Tier::kHot));
   const double medium = static_cast<double>(sysfs.OpenFilesForTest(Tier::kMedium));
   const double pma = static_cast<double>(sysfs.OpenFilesForTest(Tier::kSlow));
-  const double refreshes = 62.5;  // HZ 250, lifespan 10 ms: every 4th jiffy
-  return 3 * refreshes + (hot * 100 + medium * 10) * objects + pma * 1;
+  // HZ 250, lifespan 10 ms (3 jiffies): the driver asked on the first 10 ms
+  // read after the 16 ms staleness window, every 2nd read.
+  const double refreshes = RdmaSysfsCollector::HwStatsRefreshesPerSecond(
+      10'000'000, RdmaSysfsCollector::StaleWindowNs(10, 250));
+  Cost c;
+  c.queries = 3 * refreshes + (hot * 100 + medium * 10) * objects + pma * 1;
+  c.syscalls = hot * 100 + medium * 10 + pma;
+  c.intervals = "10 ms / 100 ms";
+  return c;
 }
 
 int Main() {
@@ -205,25 +229,25 @@ int Main() {
   for (const char* n : kPmaCounters) Write(port / "counters" / n, "1\n");
 
   std::printf(
-      "| configuration | queries/s per port, no budget | with the default budget (2000/s) "
-      "| hot / medium read interval with it |\n|---|---|---|---|\n");
-  std::string unused, intervals;
-  {
-    const double b = NetlinkRun(root, 0, false, false, &unused);
-    const double a = NetlinkRun(root, 0, false, true, &intervals);
-    std::printf("| netlink, defaults (K = 0) | %.0f | %.0f | %s |\n", b, a, intervals.c_str());
-  }
+      "| configuration | device queries/s per port, no budget | with the default budget "
+      "(2000/s) | syscalls/s with it | hot / medium read interval with it |\n"
+      "|---|---|---|---|---|\n");
+  auto row = [](const std::string& name, const Cost& before, const Cost& after) {
+    std::printf("| %s | %.0f | %.0f | %.0f | %s |\n", name.c_str(), before.queries, after.queries,
+                after.syscalls, after.intervals.c_str());
+  };
+  row("netlink, defaults (K = 0)", NetlinkRun(root, 0, false, false),
+      NetlinkRun(root, 0, false, true));
   for (uint32_t k : {1u, 8u, 64u}) {
-    const double b = NetlinkRun(root, k, true, false, &unused);
-    const double a = NetlinkRun(root, k, true, true, &intervals);
-    std::printf("| netlink, --rdma-per-process, K = %u | %.0f | %.0f | %s |\n", k, b, a,
-                intervals.c_str());
+    row("netlink, --rdma-per-process, K = " + std::to_string(k), NetlinkRun(root, k, true, false),
+        NetlinkRun(root, k, true, true));
   }
   for (uint32_t k : {0u, 8u}) {
+    const Cost c = SysfsRun(root, k);
     std::printf(
-        "| sysfs only (no RDMA netlink), K = %u | %.0f | (no budget on sysfs yet) | "
-        "10 ms / 100 ms |\n",
-        k, SysfsRun(root, k));
+        "| sysfs only (no RDMA netlink), K = %u | %.0f | (no budget on sysfs yet) | %.0f | "
+        "%s |\n",
+        k, c.queries, c.syscalls, c.intervals.c_str());
   }
   fs::remove_all(root);
   return 0;

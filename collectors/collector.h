@@ -153,6 +153,22 @@ class PollContext {
                            absl::string_view detail) = 0;
 };
 
+// One line of a collector's read plan (`fabricscoped --explain-cost`): what
+// one kind of read of one port costs the device, by the kernel's rules
+// (ARCHITECTURE.md, "What a read costs the device").
+struct ReadPlanRow {
+  std::string collector;
+  std::string device;
+  uint32_t port = 0;
+  std::string read;     // e.g. "STAT_GET", "hw_counters files", "counters/ files (PMA)"
+  std::string tier;     // TierName, or "" for a device-wide read
+  uint32_t values = 0;  // counter values per read
+  double reads_per_second = 0;
+  double syscalls_per_second = 0;
+  double queries_per_second = 0;  // device (firmware) queries / MADs
+  std::string note;
+};
+
 class Collector {
  public:
   virtual ~Collector() = default;
@@ -161,6 +177,9 @@ class Collector {
   virtual std::vector<Tier> Tiers() const = 0;
   virtual absl::Status Discover(PollContext& ctx) = 0;
   virtual absl::Status Poll(PollContext& ctx) = 0;
+  // Its reads of RDMA devices as planned now (after Discover); none for a
+  // collector that reads no device counters through the RDMA stack.
+  virtual std::vector<ReadPlanRow> ReadPlan() const { return {}; }
 };
 
 }  // namespace fabricscope

@@ -713,6 +713,86 @@ RdmaNetlinkCollector::ReadStrides RdmaNetlinkCollector::PlanStrides(const Device
   return r;
 }
 
+std::vector<ReadPlanRow> RdmaNetlinkCollector::ReadPlan() const {
+  std::shared_ptr<const Plan> plan;
+  {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    plan = plan_;
+  }
+  std::vector<ReadPlanRow> rows;
+  if (plan == nullptr) return rows;
+  absl::flat_hash_map<std::string, uint64_t> objects_of;  // per device
+  std::vector<std::pair<std::string, uint32_t>> devices;  // name, stride[medium], in order
+  const double config = absl::ToDoubleSeconds(intervals_[static_cast<int>(Tier::kConfig)]);
+  for (const PortPlan& p : plan->ports) {
+    if (p.released->load(std::memory_order_acquire)) continue;
+    const uint32_t n = p.port_cost->served.load(std::memory_order_relaxed);
+    const uint32_t k = p.port_cost->objects.load(std::memory_order_relaxed);
+    const double request = p.device_cost->get_hw_stats_commands + static_cast<double>(n) * k;
+    const std::string note = absl::StrCat(p.device_cost->get_hw_stats_commands,
+                                          " (get_hw_stats) + N x K = ", n, " x ", k);
+    for (int slot : {kHotSlot, kMediumSlot}) {
+      if (p.series[slot].empty()) continue;
+      const Tier tier = slot == kHotSlot ? Tier::kHot : Tier::kMedium;
+      const uint32_t stride = p.device_cost->stride[slot].load(std::memory_order_relaxed);
+      const double per_second =
+          1 / (absl::ToDoubleSeconds(intervals_[static_cast<int>(tier)]) * stride);
+      rows.push_back({.collector = std::string(kName),
+                      .device = p.device,
+                      .port = p.port,
+                      .read = "STAT_GET",
+                      .tier = std::string(TierName(tier)),
+                      .values = n,
+                      .reads_per_second = per_second,
+                      .syscalls_per_second = 2 * per_second,  // sendmsg + recvmsg
+                      .queries_per_second = request * per_second,
+                      .note = stride > 1 ? absl::StrCat(note, "; every ", stride,
+                                                        "th tick (--device-query-budget)")
+                                         : note});
+    }
+    rows.push_back({.collector = std::string(kName),
+                    .device = p.device,
+                    .port = p.port,
+                    .read = "STAT_GET (re-probe)",
+                    .tier = std::string(TierName(Tier::kConfig)),
+                    .values = n,
+                    .reads_per_second = 1 / config,
+                    .syscalls_per_second = 2 / config,
+                    .queries_per_second = request / config,
+                    .note = note});
+    if (!objects_of.contains(p.device)) {
+      devices.emplace_back(p.device, p.device_cost->stride[kMediumSlot].load());
+    }
+    objects_of[p.device] += k;
+  }
+  for (const auto& [device, medium_stride] : devices) {
+    const double k = static_cast<double>(objects_of[device]);
+    rows.push_back({.collector = std::string(kName),
+                    .device = device,
+                    .read = "counter-object dump",
+                    .tier = std::string(TierName(Tier::kConfig)),
+                    .values = static_cast<uint32_t>(k),
+                    .reads_per_second = 1 / config,
+                    .syscalls_per_second = 2 / config,
+                    .queries_per_second = k / config,
+                    .note = "one query per counter object (K)"});
+    if (per_process_) {
+      const double per_second =
+          1 / (absl::ToDoubleSeconds(intervals_[static_cast<int>(Tier::kMedium)]) * medium_stride);
+      rows.push_back({.collector = std::string(kName),
+                      .device = device,
+                      .read = "counter-object dump (--rdma-per-process)",
+                      .tier = std::string(TierName(Tier::kMedium)),
+                      .values = static_cast<uint32_t>(k),
+                      .reads_per_second = per_second,
+                      .syscalls_per_second = 2 * per_second,
+                      .queries_per_second = k * per_second,
+                      .note = "one query per counter object (K)"});
+    }
+  }
+  return rows;
+}
+
 RdmaNetlinkCollector::ReadStrides RdmaNetlinkCollector::StridesForTest(const std::string& device) {
   std::lock_guard<std::mutex> lock(replan_mu_);
   auto it = device_costs_.find(device);

@@ -152,6 +152,10 @@ class RdmaNetlinkCollector final : public Collector {
   std::vector<Tier> Tiers() const override;
   absl::Status Discover(PollContext& ctx) override;
   absl::Status Poll(PollContext& ctx) override;
+  // Per claimed port and tier: its STAT_GETs at the budget's strides (N
+  // counters, K counter objects), the config tier's re-probe, and per device
+  // the counter-object dumps.
+  std::vector<ReadPlanRow> ReadPlan() const override;
 
   // The per-process bounds (--rdma-per-process).
   static constexpr size_t kTopProcesses = 5;

@@ -150,7 +150,8 @@ RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
       metrics_(ctx.metrics),
       device_include_(CompiledOrEmpty(ctx.options->values.Get(kDeviceInclude))),
       device_exclude_(CompiledOrEmpty(ctx.options->values.Get(kDeviceExclude))),
-      kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath())) {
+      kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath())),
+      intervals_(ctx.options->intervals) {
   if (kernel_hz_ != static_cast<int>(ctx.options->values.Get(kKernelHz))) {
     Log(LogLevel::kInfo, kName, "kernel HZ for the hw_counters lifespan",
         {{"hz", absl::StrCat(kernel_hz_)},
@@ -205,6 +206,79 @@ int64_t RdmaSysfsCollector::StaleWindowNs(uint64_t lifespan_ms, int hz) {
 }
 
 RdmaSysfsCollector::~RdmaSysfsCollector() = default;
+
+double RdmaSysfsCollector::HwStatsRefreshesPerSecond(int64_t interval_ns, int64_t window_ns) {
+  if (interval_ns <= 0) return 0;
+  const int64_t reads = window_ns <= 0 ? 1 : (window_ns + interval_ns - 1) / interval_ns;
+  return 1e9 / static_cast<double>(reads * interval_ns);
+}
+
+std::vector<ReadPlanRow> RdmaSysfsCollector::ReadPlan() const {
+  std::shared_ptr<const Topology> topo;
+  {
+    std::lock_guard<std::mutex> lock(topo_mu_);
+    topo = topo_;
+  }
+  std::vector<ReadPlanRow> rows;
+  if (topo == nullptr) return rows;
+  std::map<std::string, std::string> drivers;
+  for (const PortInfo& p : ports_->List()) drivers[p.device] = p.driver;
+  for (const DeviceEntry& d : topo->devices) {
+    if (!d.present) continue;
+    const uint32_t get_hw_stats = drivers[d.name] == "mlx5" ? 3 : 1;
+    for (const auto& [port, dir] : d.ports) {
+      const bool claimed = ports_->HwCountersClaimed(d.name, port);
+      bool refresh_counted = false;
+      for (Tier tier : {Tier::kHot, Tier::kMedium, Tier::kSlow}) {
+        const int t = static_cast<int>(tier);
+        uint32_t hw = 0, pma = 0;
+        int64_t window = 0;
+        for (const CounterSpec& spec : d.files[t]) {
+          if (spec.port != port) continue;
+          if (spec.hw_counter) {
+            ++hw;
+            window = spec.stale_window_ns;
+          } else {
+            ++pma;
+          }
+        }
+        const int64_t interval = absl::ToInt64Nanoseconds(intervals_[t]);
+        const double per_second = interval > 0 ? 1e9 / static_cast<double>(interval) : 0;
+        if (hw > 0 && !claimed) {
+          ReadPlanRow r{.collector = std::string(kName),
+                        .device = d.name,
+                        .port = port,
+                        .read = "hw_counters files",
+                        .tier = std::string(TierName(tier)),
+                        .values = hw,
+                        .reads_per_second = per_second,
+                        .syscalls_per_second = hw * per_second};
+          // The driver is asked at most once per staleness window for the
+          // whole port (counted on the fastest tier that reads it).
+          if (!refresh_counted) {
+            r.queries_per_second = get_hw_stats * HwStatsRefreshesPerSecond(interval, window);
+            refresh_counted = true;
+          }
+          r.note = "+ values x K per read with K counter objects bound on the port";
+          rows.push_back(std::move(r));
+        }
+        if (pma > 0) {
+          rows.push_back({.collector = std::string(kName),
+                          .device = d.name,
+                          .port = port,
+                          .read = "counters/ files (IB PMA)",
+                          .tier = std::string(TierName(tier)),
+                          .values = pma,
+                          .reads_per_second = per_second,
+                          .syscalls_per_second = pma * per_second,
+                          .queries_per_second = pma * per_second,
+                          .note = "one PerfMgt MAD per file"});
+        }
+      }
+    }
+  }
+  return rows;
+}
 
 std::vector<Tier> RdmaSysfsCollector::Tiers() const {
   return {Tier::kHot, Tier::kMedium, Tier::kSlow, Tier::kConfig};

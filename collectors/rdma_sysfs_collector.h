@@ -158,6 +158,13 @@ class RdmaSysfsCollector final : public Collector {
   std::vector<Tier> Tiers() const override;
   absl::Status Discover(PollContext& ctx) override;
   absl::Status Poll(PollContext& ctx) override;
+  // Per port and tier: the hw_counters files (unless rdma_netlink claims the
+  // port) and the IB PMA counters/ files, with what they cost the device.
+  std::vector<ReadPlanRow> ReadPlan() const override;
+  // How often the driver's get_hw_stats runs for a port whose hw_counters
+  // are read every `interval_ns` behind a cache whose staleness window is
+  // `window_ns` (0: no cache, every read): the first read after the window.
+  static double HwStatsRefreshesPerSecond(int64_t interval_ns, int64_t window_ns);
 
   // For tests: the number of counter files a tier has open right now (call
   // from the thread that polls that tier, or while no poll runs).
@@ -276,6 +283,7 @@ class RdmaSysfsCollector final : public Collector {
   const NetdevFilter device_exclude_;
   bool Watched(absl::string_view device) const;
   const int kernel_hz_;  // KernelHz(--kernel-hz, ...)
+  const std::array<absl::Duration, kNumTiers> intervals_;
 
   std::mutex rescan_mu_;
   uint64_t next_incarnation_ ABSL_GUARDED_BY(rescan_mu_) = 1;

@@ -553,8 +553,9 @@ struct Flag {
   bool has_value = false;
 };
 
-constexpr const char* kBoolFlags[] = {"help", "version", "list-collectors",
-                                      "dump-metrics-reference", "dump-options-reference"};
+constexpr const char* kBoolFlags[] = {
+    "help",        "version", "list-collectors", "dump-metrics-reference", "dump-options-reference",
+    "explain-cost"};
 
 bool IsBoolFlag(absl::string_view k) {
   for (const char* b : kBoolFlags) {
@@ -681,6 +682,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char** argv) {
     if (f.key == "list-collectors") cl.list_collectors = true;
     if (f.key == "dump-metrics-reference") cl.dump_metrics_reference = true;
     if (f.key == "dump-options-reference") cl.dump_options_reference = true;
+    if (f.key == "explain-cost") cl.explain_cost = true;
     if (IsBoolFlag(f.key) && f.has_value) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", f.key, " takes no value"));
     }
@@ -728,6 +730,9 @@ std::string HelpText() {
   }
   absl::StrAppend(&out,
                   "  --list-collectors\n      Print the registered collectors and exit.\n"
+                  "  --explain-cost\n      Discover the RDMA devices as the daemon would (with "
+                  "the same flags), print the read plan and what each read costs the device "
+                  "(queries and syscalls per second), and exit.\n"
                   "  --dump-metrics-reference\n      Print the metric reference (Markdown) and "
                   "exit.\n"
                   "  --dump-options-reference\n      Print the option reference (Markdown) and "

@@ -137,6 +137,7 @@ struct CommandLine {
   bool help = false;
   bool version = false;
   bool list_collectors = false;
+  bool explain_cost = false;  // --explain-cost (daemon/explain_cost.h)
   bool dump_metrics_reference = false;
   bool dump_options_reference = false;
   // The raw flags, kept so that a SIGHUP reload can re-apply them over the

@@ -11,6 +11,7 @@
 #include "core/signals.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/explain_cost.h"
 #include "daemon/privileges.h"
 #include "daemon/version.h"
 
@@ -45,6 +46,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::fputs(registry.List().c_str(), stdout);
+    return 0;
+  }
+  if (cl->explain_cost) {
+    absl::StatusOr<std::string> plan = ExplainCost(cl->config);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "fabricscoped: %s\n", std::string(plan.status().message()).c_str());
+      return 1;
+    }
+    std::fputs(plan->c_str(), stdout);
     return 0;
   }
   const std::string user = cl->config.run_as_user;

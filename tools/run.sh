@@ -46,7 +46,7 @@ if [ "$demo" = auto ]; then
   reason="no RDMA devices under /sys/class/infiniband"
 fi
 for a in "${args[@]}"; do
-  case "$a" in --help | --version | --list-collectors | --dump-metrics-reference | --dump-options-reference) demo=off ;; esac
+  case "$a" in --help | --version | --list-collectors | --dump-metrics-reference | --dump-options-reference | --explain-cost) demo=off ;; esac
 done
 # As root, the daemon switches to an unprivileged user once its listeners are
 # bound (it refuses plain root; no collector needs privileges), unless the

@@ -119,7 +119,7 @@ zcat "$WORK/x/usr/share/man/man1/fabricscope.1.gz" | grep -q 'correlate' || fail
 # --- 3. the default configuration --------------------------------------------
 CONF="$WORK/x/etc/fabricscope/fabricscoped.conf"
 want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p' |
-  grep -vx 'config\|list-collectors\|dump-metrics-reference\|dump-options-reference\|version\|help' | sort)
+  grep -vx 'config\|list-collectors\|dump-metrics-reference\|dump-options-reference\|explain-cost\|version\|help' | sort)
 got=$(sed -n 's/^#\([a-z][a-z0-9.-]*\) =.*/\1/p' "$CONF" | sort)
 [ "$want" = "$got" ] || fail "the default config does not list exactly the daemon's options: $(diff <(echo "$want") <(echo "$got") || true)"
 grep -q '^#sysfs-root = /sys$' "$CONF" || fail "sysfs-root default missing"

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -798,6 +799,56 @@ TEST_F(RdmaNetlinkTest, PerProcessWithManyObjectsStaysWithinTheBudget) {
   EXPECT_EQ(State("hw_counters", "np_cnp_sent").last_raw, 900u);
   EXPECT_NE(SelfMetrics().find("fabricscope_device_queries_planned_per_second{device=\"mlx5_0\"}"),
             std::string::npos);
+}
+
+// The read plan (--explain-cost): the claimed port's STAT_GETs at their
+// strides with N x K, no sysfs hw_counters reads for it, its PMA files one MAD
+// each, the counter-object dumps; the queries agree with the budget's sum.
+TEST_F(RdmaNetlinkTest, ReadPlanSaysWhatEachReadCosts) {
+  ASSERT_TRUE(SetCollectorOption(&options_, "rdma-per-process", "true").ok());
+  options_.proc_root = root_ + "/proc";
+  kernel_.SetPrivileged(true);
+  std::vector<FakeRdmaQpCounter> objects;
+  for (uint32_t i = 0; i < 4; ++i) objects.push_back({.id = i + 1, .pid = 300 + i});
+  kernel_.SetQpCounters("mlx5_0", 1, objects);
+  Make();
+  std::map<std::string, ReadPlanRow> rows;
+  for (const ReadPlanRow& r : netlink_->ReadPlan()) rows[r.read + "@" + r.tier] = r;
+  for (const ReadPlanRow& r : sysfs_->ReadPlan()) rows[r.read + "@" + r.tier] = r;
+  ASSERT_TRUE(rows.contains("STAT_GET@hot")) << rows.size();
+  const ReadPlanRow& hot = rows["STAT_GET@hot"];
+  EXPECT_EQ(hot.values, 3u);  // N
+  EXPECT_DOUBLE_EQ(hot.reads_per_second, 100);
+  EXPECT_DOUBLE_EQ(hot.queries_per_second, (3 + 3 * 4) * 100.0);
+  EXPECT_EQ(hot.note, "3 (get_hw_stats) + N x K = 3 x 4");
+  EXPECT_TRUE(rows.contains("STAT_GET@medium"));
+  EXPECT_TRUE(rows.contains("STAT_GET (re-probe)@config"));
+  EXPECT_DOUBLE_EQ(rows["counter-object dump@config"].queries_per_second, 4 / 10.0);
+  EXPECT_DOUBLE_EQ(rows["counter-object dump (--rdma-per-process)@medium"].queries_per_second,
+                   4 / 0.1);
+  // The claimed port's hw_counters are not read through sysfs; its PMA files are.
+  EXPECT_FALSE(rows.contains("hw_counters files@hot"));
+  const ReadPlanRow& pma = rows["counters/ files (IB PMA)@slow"];
+  EXPECT_EQ(pma.values, 2u);
+  EXPECT_DOUBLE_EQ(pma.queries_per_second, 2);
+  // Within the budget the netlink rows add up to the plan's cost.
+  double netlink = 0;
+  for (const ReadPlanRow& r : netlink_->ReadPlan()) netlink += r.queries_per_second;
+  RdmaNetlinkCollector::DeviceLoad load{
+      .ports = {{.served = 3, .objects = 4, .hot = true, .medium = true}},
+      .get_hw_stats_commands = 3,
+      .per_process = true};
+  EXPECT_NEAR(netlink, RdmaNetlinkCollector::QueriesPerSecond(load, options_.intervals, 1, 1),
+              1e-9);
+}
+
+// Behind the kernel's lifespan cache the driver is asked on the first read
+// after the staleness window: every 2nd 10 ms read for a 20 ms window.
+TEST(RdmaSysfsReadPlanTest, RefreshesFollowTheStalenessWindow) {
+  EXPECT_DOUBLE_EQ(RdmaSysfsCollector::HwStatsRefreshesPerSecond(10'000'000, 20'000'000), 50);
+  EXPECT_DOUBLE_EQ(RdmaSysfsCollector::HwStatsRefreshesPerSecond(10'000'000, 11'000'000), 50);
+  EXPECT_DOUBLE_EQ(RdmaSysfsCollector::HwStatsRefreshesPerSecond(10'000'000, 0), 100);
+  EXPECT_DOUBLE_EQ(RdmaSysfsCollector::HwStatsRefreshesPerSecond(100'000'000, 20'000'000), 10);
 }
 
 TEST_F(RdmaNetlinkTest, GoldenMetrics) {
