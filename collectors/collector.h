@@ -153,6 +153,21 @@ class PollContext {
                            absl::string_view detail) = 0;
 };
 
+struct MetricSpec;
+
+// fabricscope_device_queries_total{device,kind}: the device (firmware)
+// queries and MADs the daemon's reads of an RDMA device cost, by the kernel's
+// rules (ARCHITECTURE.md, "What a read costs the device"). Kinds: "hw_stats"
+// (the driver's get_hw_stats, counted as 3 commands on mlx5 and 1 elsewhere;
+// on the sysfs path estimated from the lifespan cache), "counter_object"
+// (queries of the counter objects bound on a port), "pma_mad" (one PerfMgt
+// MAD per IB PMA counters/ file read). Written by rdma_netlink and rdma_sysfs.
+const MetricSpec& DeviceQueriesMetric();
+// What the driver's get_hw_stats is counted as: 3 firmware commands on mlx5
+// (QUERY_Q_COUNTER, QUERY_CONG_STATISTICS, PPCNT: the most it issues), 1 on
+// other drivers.
+uint32_t GetHwStatsCommands(absl::string_view driver);
+
 // One line of a collector's read plan (`fabricscoped --explain-cost`): what
 // one kind of read of one port costs the device, by the kernel's rules
 // (ARCHITECTURE.md, "What a read costs the device").

@@ -50,19 +50,6 @@ const MetricSpec& kProcessSeriesDropped =
                   .labels = {},
                   .component = "rdma_netlink"});
 
-const MetricSpec& kDeviceQueries = DefineMetric(
-    {.name = "fabricscope_device_queries_total",
-     .type = MetricType::kCounter,
-     .help = "Device (firmware) queries the daemon's RDMA netlink reads cost, by kind: "
-             "\"hw_stats\" = the driver's get_hw_stats, one per STAT_GET of a port, counted as "
-             "3 firmware commands on mlx5 (QUERY_Q_COUNTER, QUERY_CONG_STATISTICS, PPCNT: the "
-             "most it issues) and 1 on other drivers; \"counter_object\" = one query per "
-             "counter object bound on the port for every counter a STAT_GET serves (N x K), and "
-             "one per object in a dump of a device's counter objects. See "
-             "fabricscope_rdma_counter_objects for K and --device-query-budget.",
-     .labels = {"device", "kind"},
-     .component = "rdma_netlink"});
-
 const MetricSpec& kCounterObjects = DefineMetric(
     {.name = "fabricscope_rdma_counter_objects",
      .type = MetricType::kGauge,
@@ -652,13 +639,11 @@ std::shared_ptr<RdmaNetlinkCollector::DeviceCost> RdmaNetlinkCollector::CostOf(
   std::shared_ptr<DeviceCost>& cost = device_costs_[port.device];
   if (cost != nullptr) return cost;
   cost = std::make_shared<DeviceCost>();
-  // mlx5's get_hw_stats: QUERY_Q_COUNTER, plus QUERY_CONG_STATISTICS and
-  // PPCNT where supported: counted at the most.
-  cost->get_hw_stats_commands = port.driver == "mlx5" ? 3 : 1;
+  cost->get_hw_stats_commands = GetHwStatsCommands(port.driver);
   if (metrics_ != nullptr) {
-    cost->hw_stats =
-        &metrics_->Counter(kDeviceQueries).Add({{"device", port.device}, {"kind", "hw_stats"}});
-    cost->counter_object = &metrics_->Counter(kDeviceQueries)
+    cost->hw_stats = &metrics_->Counter(DeviceQueriesMetric())
+                          .Add({{"device", port.device}, {"kind", "hw_stats"}});
+    cost->counter_object = &metrics_->Counter(DeviceQueriesMetric())
                                 .Add({{"device", port.device}, {"kind", "counter_object"}});
   }
   return cost;

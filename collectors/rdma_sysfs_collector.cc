@@ -225,7 +225,7 @@ std::vector<ReadPlanRow> RdmaSysfsCollector::ReadPlan() const {
   for (const PortInfo& p : ports_->List()) drivers[p.device] = p.driver;
   for (const DeviceEntry& d : topo->devices) {
     if (!d.present) continue;
-    const uint32_t get_hw_stats = drivers[d.name] == "mlx5" ? 3 : 1;
+    const uint32_t get_hw_stats = GetHwStatsCommands(drivers[d.name]);
     for (const auto& [port, dir] : d.ports) {
       const bool claimed = ports_->HwCountersClaimed(d.name, port);
       bool refresh_counted = false;
@@ -342,6 +342,19 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
       ts.backoff.erase(std::make_pair(f.device, f.spec->port));
     }
     if (v.ok()) [[likely]] {
+      TierDevice& dev = ts.devices[f.device];
+      if (!f.spec->hw_counter) {
+        ++dev.tick_pma_mads;  // one PerfMgt MAD per counters/ file read
+      } else if (dev.last_refresh_ns != nullptr) {
+        // The kernel asks the driver on a read past its lifespan cache; the
+        // tiers share the estimate of when that last happened for the port.
+        std::atomic<int64_t>& last = dev.last_refresh_ns[f.spec->port_slot];
+        int64_t seen = last.load(std::memory_order_relaxed);
+        if ((seen == INT64_MIN || now - seen >= f.spec->stale_window_ns || now < seen) &&
+            last.compare_exchange_strong(seen, now, std::memory_order_relaxed)) {
+          dev.tick_hw_stats += dev.get_hw_stats_commands;
+        }
+      }
       if (*v == UINT64_MAX && f.spec->all_ones_invalid) [[unlikely]] {
         // The driver's "invalid" marker (ionic): no sample, the series is blind.
         ctx.Error(UnparsableError("0xFFFFFFFFFFFFFFFF is the driver's invalid marker, not a value"),
@@ -399,6 +412,16 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
     }
   }
   ctx.AppendReadings(ts.readings);
+  for (TierDevice& d : ts.devices) {
+    if (d.tick_hw_stats > 0 && d.hw_stats != nullptr) {
+      d.hw_stats->Increment(static_cast<double>(d.tick_hw_stats));
+    }
+    if (d.tick_pma_mads > 0 && d.pma_mads != nullptr) {
+      d.pma_mads->Increment(static_cast<double>(d.tick_pma_mads));
+    }
+    d.tick_hw_stats = 0;
+    d.tick_pma_mads = 0;
+  }
 }
 
 void RdmaSysfsCollector::NoteIoFailure(TierState& ts, const TierFile& f, PollContext& ctx,
@@ -462,10 +485,18 @@ void RdmaSysfsCollector::SyncTier(TierState& ts, PollContext& ctx) {
         continue;
       }
       const uint32_t di = static_cast<uint32_t>(devices.size());
-      devices.push_back({d.name, d.incarnation,
-                         metrics_ != nullptr
-                             ? &metrics_->Counter(kCachedReads).Add({{"device", d.name}})
-                             : nullptr});
+      TierDevice& td = devices.emplace_back();
+      td.name = d.name;
+      td.incarnation = d.incarnation;
+      if (metrics_ != nullptr) {
+        td.cached_reads = &metrics_->Counter(kCachedReads).Add({{"device", d.name}});
+        td.hw_stats = &metrics_->Counter(DeviceQueriesMetric())
+                           .Add({{"device", d.name}, {"kind", "hw_stats"}});
+        td.pma_mads = &metrics_->Counter(DeviceQueriesMetric())
+                           .Add({{"device", d.name}, {"kind", "pma_mad"}});
+      }
+      td.last_refresh_ns = d.last_refresh_ns.get();
+      td.get_hw_stats_commands = d.get_hw_stats_commands;
       bool open_failed = false;
       for (const CounterSpec& spec : d.files[t]) {
         TierFile f;
@@ -706,6 +737,7 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
     PortInfo info = ReadPortInfo(name, port, port_dir);
     port_info_[std::make_pair(name, port)] = info;
     ports_->Upsert(info);
+    d.get_hw_stats_commands = GetHwStatsCommands(info.driver);
 
     // The data/packet counters are 64-bit with the PMA extended-width group
     // (unicast/multicast files present) or the "noietf" group (no such files,
@@ -813,10 +845,13 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       Candidate& c = candidates[i];
       SeriesId id = store_->Register(c.key, c.signal);
       const bool hw = c.key.source == "hw_counters";
-      d.files[static_cast<int>(c.tier)].push_back(
-          {std::move(c.path), id, port, hw, c.all_ones_invalid, hw ? stale_window_ns : 0});
+      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id, port, hw,
+                                                   c.all_ones_invalid, hw ? stale_window_ns : 0,
+                                                   static_cast<uint32_t>(d.ports.size() - 1)});
     }
   }
+  d.last_refresh_ns.reset(new std::atomic<int64_t>[d.ports.size()]);
+  for (size_t i = 0; i < d.ports.size(); ++i) d.last_refresh_ns[i].store(INT64_MIN);
   return d;
 }
 

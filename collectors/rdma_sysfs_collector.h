@@ -62,6 +62,15 @@
 // refresh). Ports without a lifespan file (other drivers' counters, a fake
 // tree): every reading is appended.
 //
+// What the reads cost the device (fabricscope_device_queries_total, shared
+// with rdma_netlink): each counters/ file read is one PerfMgt MAD (kind
+// pma_mad, exact); a hw_counters read at least W after the port's last
+// counted refresh is taken as one get_hw_stats (kind hw_stats, 3 commands on
+// mlx5: an estimate, tracked per port across the tiers). The N x K
+// counter-object queries a hw_counters read adds are not counted here (K is
+// not known on this path). ReadPlan() gives the plan per port and tier for
+// --explain-cost.
+//
 // Counter semantics fed to the store (store/counter_semantics.h):
 // from the signal table, except counters/port_{xmit,rcv}_{data,packets} on a
 // port without the IB PMA extended-width group (no unicast_*/multicast_*
@@ -184,6 +193,7 @@ class RdmaSysfsCollector final : public Collector {
     // hw_counters behind the kernel's lifespan cache: the staleness window
     // (see the header comment); 0: every reading is fresh.
     int64_t stale_window_ns = 0;
+    uint32_t port_slot = 0;  // index of its port in DeviceEntry::ports
   };
   struct DeviceEntry {
     std::string name;
@@ -200,6 +210,11 @@ class RdmaSysfsCollector final : public Collector {
     std::vector<std::pair<uint32_t, std::string>> ports;  // number, directory
     // Files per tier, port by port (hot files of a port are contiguous).
     std::array<std::vector<CounterSpec>, kNumTiers> files;
+    // Per port (parallel to `ports`): when a hw_counters read last went past
+    // the kernel's lifespan cache (the driver was asked), as the tiers
+    // estimate it for fabricscope_device_queries_total; shared by the tiers.
+    std::shared_ptr<std::atomic<int64_t>[]> last_refresh_ns;
+    uint32_t get_hw_stats_commands = 1;
   };
   struct Topology {
     std::vector<DeviceEntry> devices;
@@ -225,6 +240,14 @@ class RdmaSysfsCollector final : public Collector {
     uint64_t incarnation = 0;
     // fabricscope_rdma_sysfs_cached_reads_total{device}; null without metrics.
     prometheus::Counter* cached_reads = nullptr;
+    // fabricscope_device_queries_total{device,kind="hw_stats"|"pma_mad"};
+    // null without metrics. What one tick added, flushed at its end.
+    prometheus::Counter* hw_stats = nullptr;
+    prometheus::Counter* pma_mads = nullptr;
+    uint64_t tick_hw_stats = 0;
+    uint64_t tick_pma_mads = 0;
+    std::atomic<int64_t>* last_refresh_ns = nullptr;  // DeviceEntry's, alive with TierState::topo
+    uint32_t get_hw_stats_commands = 1;
   };
   // A port whose reads fail with I/O errors (EIO: a function whose firmware
   // refuses the query): after kBackoffAfterFailures failures its files are

@@ -122,7 +122,7 @@ promtool_check "$WORK/scrape"
 
 # Normalized (lib.sh normalize_scrape: families and samples sorted); the
 # volatile families keep name and labels, their values become <masked>.
-volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_rdma_sysfs_cached_reads_total|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_seek_index_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
+volatile='^(fabricscope_collector_poll_duration_seconds|fabricscope_rdma_sysfs_cached_reads_total|fabricscope_device_queries_total|fabricscope_correlation_duration_seconds|fabricscope_stall_duration_seconds|fabricscope_scheduler_ticks_total|fabricscope_scheduler_overruns_total|fabricscope_start_time_seconds|fabricscope_store_bytes|fabricscope_store_seek_index_bytes|fabricscope_store_samples|fabricscope_store_retention_seconds|fabricscope_http_requests_total)(_bucket|_sum|_count)?[{ ]'
 normalize_scrape "$WORK/scrape" "$volatile" >"$WORK/actual"
 
 # Sanity: the scrape covers every collector and the aggregates, so that an

@@ -108,14 +108,16 @@ echo "ok: reset counted, exported counter never went backwards"
 nf_before=$(errors not_found)
 # Counter series of a vanished device go; the detectors' state gauges
 # (fabricscope_*_active, 0 unless an episode is open) stay for every port they
-# have seen, and so does the collector's own count of cached reads per device
-# (a self-metric, like its error counts), so they are not part of this check.
+# have seen, and so do the collector's own counts per device of cached reads
+# and device queries (self-metrics, like its error counts), so they are not
+# part of this check.
 # mlx5_1_counters FILE: those lines of a scrape that name mlx5_1, into
 # $WORK/mlx5_1 (a file, not a pipe into `grep -q`: under pipefail the writer's
 # SIGPIPE when grep -q stops early would read as "no match").
 mlx5_1_counters() {
   grep -v '^#' "$1" | grep -v '^fabricscope_[a-z_]*_active{' |
-    grep -v '^fabricscope_rdma_sysfs_cached_reads_total{' | grep 'device="mlx5_1"' >"$WORK/mlx5_1" || true
+    grep -v '^fabricscope_rdma_sysfs_cached_reads_total{' | grep -v '^fabricscope_device_queries_total{' |
+    grep 'device="mlx5_1"' >"$WORK/mlx5_1" || true
   [ -s "$WORK/mlx5_1" ]
 }
 mv "$IB/mlx5_1" "$WORK/mlx5_1.saved"

@@ -23,6 +23,7 @@
 #include "daemon/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
 
@@ -659,12 +660,15 @@ class KernelHwCountersCache {
   uint64_t Read(int64_t t_ns, uint64_t truth) {
     const int64_t jiffies = (t_ns + phase_ns_) / (1'000'000'000 / hz_);
     if (!refreshed_ || jiffies > last_refresh_ + static_cast<int64_t>(lifespan_jiffies_)) {
+      ++refreshes_;
       cached_ = truth;
       last_refresh_ = jiffies;
       refreshed_ = true;
     }
     return cached_;
   }
+  // How often the driver was asked.
+  uint64_t refreshes() const { return refreshes_; }
 
  private:
   const int64_t hz_;
@@ -673,6 +677,7 @@ class KernelHwCountersCache {
   bool refreshed_ = false;
   int64_t last_refresh_ = 0;
   uint64_t cached_ = 0;
+  uint64_t refreshes_ = 0;
 };
 
 class RdmaSysfsCacheTest : public RdmaSysfsTest, public ::testing::WithParamInterface<int> {};
@@ -724,9 +729,33 @@ TEST_P(RdmaSysfsCacheTest, CachedReadingsAreMergedNotDoubled) {
   // Idle and cached readings were merged, at most every other one.
   EXPECT_LT(samples.size(), 201u);
   EXPECT_GE(samples.size(), 201u / 3);
+  // fabricscope_device_queries_total{kind="hw_stats"}: the collector's
+  // estimate of the driver calls is the kernel's count, 3 commands each (mlx5).
+  const std::string m = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  const std::string sample =
+      "fabricscope_device_queries_total{device=\"mlx5_0\",kind=\"hw_stats\"} ";
+  const size_t at = m.find(sample);
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_NEAR(std::stod(m.substr(at + sample.size())), 3.0 * kernel.refreshes(), 3) << "HZ " << hz;
 }
 
 INSTANTIATE_TEST_SUITE_P(Hz, RdmaSysfsCacheTest, ::testing::Values(100, 250, 1000));
+
+// Every IB PMA counters/ file read is one PerfMgt MAD: counted as such, per
+// device.
+TEST_F(RdmaSysfsTest, PmaReadsAreCountedAsMads) {
+  FakeTree tree;
+  tree.AddRocePort("mlx5_0", 1, "eth2");
+  tree.AddRocePort("mlx5_0", 2, "eth3");
+  Make(tree.root());
+  for (int i = 0; i < 4; ++i) Poll(Tier::kSlow);
+  const std::string m = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  // 3 files x 2 ports x 4 reads; no hw_counters read in the slow tier.
+  EXPECT_THAT(m, ::testing::HasSubstr(
+                     "fabricscope_device_queries_total{device=\"mlx5_0\",kind=\"pma_mad\"} 24\n"));
+  EXPECT_THAT(m, ::testing::HasSubstr(
+                     "fabricscope_device_queries_total{device=\"mlx5_0\",kind=\"hw_stats\"} 0\n"));
+}
 
 // The staleness window: (ceil(lifespan x HZ / 1000) + 1) jiffies.
 TEST(RdmaSysfsStaleWindowTest, FollowsTheKernelsJiffies) {
