@@ -62,4 +62,13 @@ scrape >"$WORK/m3" || fail "daemon died after a bad reload"
 
 stop_daemon
 grep -q 'msg=stopped' "$WORK/daemon.log" || fail "no clean stop logged"
+
+# The CLI against an address where no daemon listens says what to check next.
+port=$(free_port)
+if "$BIN/fabricscope" ports --server "127.0.0.1:$port" >"$WORK/cli.out" 2>"$WORK/cli.err"; then
+  fail "the CLI succeeded without a daemon"
+fi
+grep -q "is fabricscoped running and serving gRPC on 127.0.0.1:$port?" "$WORK/cli.err" ||
+  fail "no next step after a refused connection: $(cat "$WORK/cli.err")"
+grep -q -- '--server HOST:PORT' "$WORK/cli.err" || fail "the hint does not name --server"
 echo "PASS"

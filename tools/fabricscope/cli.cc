@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "grpcpp/support/status.h"
 
 namespace fabricscope::cli {
 
@@ -150,8 +151,30 @@ void Invocation::LeftOut(std::ostream& out, absl::string_view line) const {
   }
 }
 
-int Invocation::CallFailed(absl::string_view message) const {
+std::string CallHint(int code, absl::string_view server) {
+  switch (static_cast<grpc::StatusCode>(code)) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::StrCat(
+          "is fabricscoped running and serving gRPC on ", server,
+          "? It listens on its --grpc-listen address (default 127.0.0.1:9479; `systemctl "
+          "status fabricscoped`, or its log line \"serving grpc\"); point this command at "
+          "another address with --server HOST:PORT.");
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "the daemon did not answer in time: it may be overloaded (see its "
+             "fabricscope_scheduler_overruns_total and log), or the query asked for a long "
+             "window; try a shorter --since or a lower --limit.";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "the daemon does not know this request: it is older than this CLI "
+             "(`fabricscoped --version`).";
+    default:
+      return "";
+  }
+}
+
+int Invocation::CallFailed(int code, absl::string_view message) const {
   Say() << common_.server << ": " << message << "\n";
+  const std::string hint = CallHint(code, common_.server);
+  if (!hint.empty()) std::cerr << "  " << hint << "\n";
   return kExitFailure;
 }
 

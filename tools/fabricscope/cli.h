@@ -100,6 +100,12 @@ struct FlagSpec {
 // One run of a subcommand after its preamble: its parsed flags, the global
 // options, and its error reporting. Every message goes to the error stream
 // (std::cerr) as "fabricscope NAME: ...".
+// The next step after a failed call with gRPC status `code` to `server`
+// ("" when the message says it all): the daemon not running or not on that
+// address (UNAVAILABLE), too slow (DEADLINE_EXCEEDED), older than this CLI
+// (UNIMPLEMENTED).
+std::string CallHint(int code, absl::string_view server);
+
 class Invocation {
  public:
   // The preamble: parses `args` by `spec`, then the global options. On a flag
@@ -124,9 +130,10 @@ class Invocation {
   int UsageWithHelp(absl::string_view message) const;
   // Prints "fabricscope NAME: MESSAGE"; returns kExitFailure.
   int Fail(absl::string_view message) const;
-  // A failed call to the daemon: "fabricscope NAME: SERVER: MESSAGE";
-  // returns kExitFailure.
-  int CallFailed(absl::string_view message) const;
+  // A failed call to the daemon: "fabricscope NAME: SERVER: MESSAGE", then
+  // what to check next for the gRPC status `code` (CallHint); returns
+  // kExitFailure.
+  int CallFailed(int code, absl::string_view message) const;
   // --limit (ParseLimit with this run's output format).
   absl::StatusOr<uint32_t> Limit(uint32_t human_default) const {
     return ParseLimit(flags_, common_.json, human_default);

@@ -437,7 +437,7 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
   v1::CorrelateResponse resp;
   grpc::Status s = stub->Correlate(&call, req, &resp);
-  if (!s.ok()) return run->CallFailed(s.error_message());
+  if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
   if (run->json()) {
     out << CorrelateReportJson(resp);
     run->LeftOut(out, LeftOutLine(resp.summary().over_limit(), "earlier selected spans"));

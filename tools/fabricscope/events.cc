@@ -148,7 +148,7 @@ int RunEvents(const CliContext& ctx, const std::vector<std::string>& args) {
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::EventsResponse resp;
   grpc::Status s = stub->Events(&call, req, &resp);
-  if (!s.ok()) return run->CallFailed(s.error_message());
+  if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
   // The limit keeps the latest events: the ones left out come before them.
   const std::string left_out = LeftOutLine(resp.left_out(), "earlier events");
   if (!run->json()) out << left_out;

@@ -55,7 +55,7 @@ int RunPorts(const CliContext& ctx, const std::vector<std::string>& args) {
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::PortsResponse resp;
   grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &resp);
-  if (!s.ok()) return run->CallFailed(s.error_message());
+  if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
   // The inventory is small and not filtered by the daemon: bounded here.
   const uint64_t left_out =
       *limit != 0 && resp.ports_size() > static_cast<int>(*limit) ? resp.ports_size() - *limit : 0;

@@ -73,12 +73,14 @@ int RunPush(const CliContext& ctx, const std::vector<std::string>& args) {
   writer->WritesDone();
   grpc::Status status = writer->Finish();
   if (!status.ok()) {
-    std::fprintf(stderr, "fabricscope push: %s: %s (%s)\n", ctx.server.c_str(),
-                 status.error_message().c_str(),
-                 status.error_code() == grpc::StatusCode::UNAVAILABLE ? "is the daemon running?"
-                 : status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
-                     ? "daemon overloaded; retry later"
-                     : "request rejected");
+    std::string hint = CallHint(status.error_code(), ctx.server);
+    if (hint.empty()) {
+      hint = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
+                 ? "daemon overloaded; retry later"
+                 : "request rejected";
+    }
+    std::fprintf(stderr, "fabricscope push: %s: %s\n  %s\n", ctx.server.c_str(),
+                 status.error_message().c_str(), hint.c_str());
     return 1;
   }
   if (ctx.output == "json") {

@@ -55,7 +55,7 @@ int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
     }
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return run->CallFailed(s.error_message());
+  if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
   std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
     return a.ts != b.ts ? a.ts < b.ts : a.order < b.order;
   });

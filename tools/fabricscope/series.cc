@@ -129,7 +129,7 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::SeriesResponse resp;
   grpc::Status s = stub->Series(&call, req, &resp);
-  if (!s.ok()) return run->CallFailed(s.error_message());
+  if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
   out << (run->json() ? SeriesJson(resp) : SeriesHuman(resp));
   run->LeftOut(out, LeftOutLine(resp.series_left_out(), "series",
                                 "use --limit N; the daemon sends at most 1000"));

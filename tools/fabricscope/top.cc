@@ -323,7 +323,7 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
     call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::PortsResponse ports;
     grpc::Status s = stub->Ports(&call, v1::PortsRequest(), &ports);
-    if (!s.ok()) return run->CallFailed(s.error_message());
+    if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
     model.SetPorts(ports);
   }
   for (int64_t n = 0; iterations < 0 || n < iterations; ++n) {
@@ -339,7 +339,7 @@ int RunTop(const CliContext& ctx, const std::vector<std::string>& args) {
         call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
         v1::SeriesResponse resp;
         grpc::Status s = stub->Series(&call, req, &resp);
-        if (!s.ok()) return run->CallFailed(s.error_message());
+        if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
         model.Update(static_cast<TopColumn>(c), resp, window_ns);
       }
     }

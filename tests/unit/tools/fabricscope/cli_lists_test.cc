@@ -124,6 +124,17 @@ TEST(SpanSelectionTest, VerdictStallsAndAllReplaceTheDefault) {
   EXPECT_FALSE(ParseSpanSelection(Parse({"--all", "--stalls"}), false).ok());
 }
 
+// A failed call says what to check next where the status tells it.
+TEST(CallHintTest, RefusedSlowAndOlderDaemonsGetANextStep) {
+  EXPECT_NE(CallHint(14, "127.0.0.1:9479").find("is fabricscoped running and serving gRPC on "
+                                                "127.0.0.1:9479?"),
+            std::string::npos);  // UNAVAILABLE
+  EXPECT_NE(CallHint(14, "h:1").find("--server HOST:PORT"), std::string::npos);
+  EXPECT_NE(CallHint(4, "h:1").find("did not answer in time"), std::string::npos);
+  EXPECT_NE(CallHint(12, "h:1").find("older than this CLI"), std::string::npos);
+  EXPECT_EQ(CallHint(3, "h:1"), "");  // INVALID_ARGUMENT: the message says it
+}
+
 TEST(LimitTest, DefaultForHumansNoneForJsonZeroMeansAll) {
   EXPECT_EQ(*ParseLimit(Parse({}), /*json=*/false, 50), 50u);
   EXPECT_EQ(*ParseLimit(Parse({}), /*json=*/true, 50), 0u);
