@@ -1,6 +1,11 @@
 #include "daemon/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -539,10 +544,30 @@ absl::Status SetOption(absl::string_view key, absl::string_view value, absl::str
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  errno = 0;
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
+  if (!in) {
+    // The OS reason (No such file or directory, Permission denied, ...) and,
+    // for a permission, which user asked.
+    const int err = errno;
+    std::string why = err != 0 ? std::strerror(err) : "unreadable";
+    if (err == EACCES) absl::StrAppend(&why, " (reading as uid ", ::geteuid(), ")");
+    return absl::Status(err == ENOENT ? absl::StatusCode::kNotFound
+                                      : absl::StatusCode::kFailedPrecondition,
+                        absl::StrCat("cannot read config file ", path, ": ", why));
+  }
+  // A directory opens, and reads as nothing: not a config.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read config file ", path, ": ", std::strerror(EISDIR)));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
+  }
   return ss.str();
 }
 

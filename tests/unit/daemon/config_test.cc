@@ -66,6 +66,17 @@ TEST(ConfigTest, OptionNamesAreUniqueAcrossTheDaemonAndItsPlugins) {
             (std::vector<std::string>{"kernel-hz", "pfc-storm-fraction"}));
 }
 
+// A config file that cannot be read says why, as the OS does.
+TEST(ConfigTest, UnreadableConfigFileSaysWhy) {
+  auto missing = Parse({"--config=/nonexistent/fabricscoped.conf"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            "cannot read config file /nonexistent/fabricscoped.conf: No such file or directory");
+  auto dir = Parse({"--config=/tmp"});
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().message(), "cannot read config file /tmp: Is a directory");
+}
+
 TEST(ConfigTest, FlagsInBothSpellings) {
   auto cl = Parse({"--sysfs-root=/tmp/x", "--hot-interval", "20ms", "--log-level=debug",
                    "--store-memory=64MiB"});
