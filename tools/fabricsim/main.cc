@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/version.h"
 #include "tools/fabricsim/fleet_run.h"
 #include "tools/fabricsim/fleet_scenario.h"
 #include "tools/fabricsim/model.h"
@@ -70,7 +71,7 @@ struct Flags {
 };
 
 constexpr char kUsage[] =
-    "usage: fabricsim [--flag=value ...]\n"
+    "usage: fabricsim [--flag=value | --flag value ...]\n"
     "\n"
     "Simulates a small RoCE fabric seen from one host with mlx5 ports and writes\n"
     "what fabricscoped reads on a real host.\n"
@@ -100,6 +101,7 @@ constexpr char kUsage[] =
     "  --ready-file=PATH        write PATH once the first whole live tree is written\n"
     "  --verbose                log progress to stderr\n"
     "  --list-scenarios         print the scenarios\n"
+    "  --version                print the version\n"
     "  --help\n"
     "\n"
     "Fleet mode: many hosts on a leaf-spine fabric (tools/fabricsim/fleet.h)\n"
@@ -174,6 +176,10 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       std::fputs(Scenario::Describe().c_str(), stdout);
       return 1;
     }
+    if (arg == "--version") {
+      std::printf("fabricsim %s (revision %s)\n", fabricscope::kVersion, fabricscope::kRevision);
+      return 1;
+    }
     if (arg == "--as-fast-as-possible") {
       f->fast = true;
       continue;
@@ -182,12 +188,22 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       f->verbose = true;
       continue;
     }
-    if (!absl::StartsWith(arg, "--") || arg.find('=') == absl::string_view::npos) {
+    if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", arg, "' (see --help)"));
     }
-    size_t eq = arg.find('=');
-    absl::string_view key = arg.substr(2, eq - 2);
-    absl::string_view v = arg.substr(eq + 1);
+    // --flag=value, or --flag value as the other two binaries accept.
+    absl::string_view key, v;
+    if (size_t eq = arg.find('='); eq != absl::string_view::npos) {
+      key = arg.substr(2, eq - 2);
+      v = arg.substr(eq + 1);
+    } else {
+      key = arg.substr(2);
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", key, " needs a value (--", key, "=VALUE or --", key, " VALUE)"));
+      }
+      v = argv[++i];
+    }
     absl::Status s;
     f->given.emplace_back(key);
     if (key == "scenario") {
