@@ -186,6 +186,13 @@ void TopModel::Update(TopColumn column, const v1::SeriesResponse& series, int64_
     if (column == TopColumn::kPause) current *= 100;
     cell.current += current;
   }
+  // The peak is since start and covers what was shown: a row's current sums
+  // its series (rx and tx, two sources) over the refresh window, which one
+  // series' per-interval peak need not reach. current <= peak by construction.
+  for (auto& [key, row] : rows_) {
+    Cell& cell = row.cells[static_cast<int>(column)];
+    cell.peak = std::max(cell.peak, cell.current);
+  }
 }
 
 std::vector<std::string> TopModel::ActiveOn(const Row& row) const {

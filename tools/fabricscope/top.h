@@ -55,7 +55,10 @@ inline constexpr int kNumTopColumns = 6;
 class TopModel {
  public:
   struct Cell {
+    // The rate over the last refresh window, summed over the row's series.
     double current = 0;
+    // Since start: the highest per-poll-interval rate of any one of the row's
+    // series, and never below a current shown (current <= peak always).
     double peak = 0;
     bool seen = false;
   };

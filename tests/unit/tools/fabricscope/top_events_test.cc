@@ -1,4 +1,5 @@
 // `fabricscope top` and `events` rendering of detector events (no daemon).
+#include <regex>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -40,6 +41,37 @@ TEST(EventsRenderTest, JsonHasTheContractFieldsAndNullEndWhileActive) {
   *r.add_events() = StormEvent(false);
   EXPECT_NE(EventsHuman(r).find("600.0ms"), std::string::npos) << EventsHuman(r);
   EXPECT_EQ(EventsHuman(v1::EventsResponse()), "no detector events\n");
+}
+
+// A row's current sums its series (rx and tx pause here, each 30 % of every
+// interval): 60 %, above either series' per-interval peak; the peak shown is
+// never below the current, on every refresh.
+TEST(TopRenderTest, CurrentNeverExceedsPeak) {
+  TopModel model;
+  for (int refresh = 0; refresh < 3; ++refresh) {
+    model.BeginRefresh();
+    v1::SeriesResponse series;
+    for (const char* dir : {"rx", "tx"}) {
+      v1::SeriesData* d = series.add_series();
+      d->set_netdev("eth2");
+      (*d->mutable_labels())["priority"] = "3";
+      (*d->mutable_labels())["direction"] = dir;
+      d->set_scale(1e-6);  // microseconds paused
+      for (int i = 0; i <= 10; ++i) {
+        auto* s = d->add_samples();
+        s->set_ts_unix_nano(1'000'000'000LL * refresh + 100'000'000LL * i);
+        s->set_raw(static_cast<uint64_t>(30'000 * (10 * refresh + i)));  // 30 ms per 100 ms
+      }
+    }
+    model.Update(TopColumn::kPause, series, 1'000'000'000);
+    const std::string json = model.RenderJson(2'000'000'000);
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(json, m, std::regex(R"("current":([0-9.e+-]+),"peak":([0-9.e+-]+))")))
+        << json;
+    EXPECT_NEAR(std::stod(m[1].str()), 60, 1e-6) << json;
+    EXPECT_GE(std::stod(m[2].str()), std::stod(m[1].str())) << "refresh " << refresh << " " << json;
+  }
 }
 
 TEST(TopRenderTest, ActiveEventsShowOnTheirPortAndPriority) {
