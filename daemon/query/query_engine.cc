@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace fabricscope {
 namespace {
@@ -211,10 +212,7 @@ absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery
   size_t more = 0;
   for (const SeriesSnapshot& s : store_->Snapshot()) {
     if (!Complete(s)) continue;
-    if (!want.empty() && want != s.signal->name && want != s.signal->family->name &&
-        want != s.key->name) {
-      continue;
-    }
+    if (!NamesSeries(want, *s.signal, *s.key)) continue;
     const bool match =
         std::all_of(query.matchers.begin(), query.matchers.end(),
                     [&](const LabelMatcher& m) { return LabelOf(s, m.label) == m.value; });
@@ -227,6 +225,27 @@ absl::StatusOr<std::vector<SeriesSamples>> QueryEngine::Series(const SeriesQuery
   }
   if (left_out != nullptr) *left_out = more;
   return out;
+}
+
+bool QueryEngine::NamesSeries(absl::string_view want, const Signal& signal, const SeriesKey& key) {
+  if (want.empty() || want == signal.name || want == key.name) return true;
+  if (signal.family != nullptr && want == signal.family->name) return true;
+  // A family name without its prefix or suffix: fabricscope_X_total, X_total,
+  // fabricscope_X all name the signal X.
+  absl::string_view bare = want;
+  absl::ConsumePrefix(&bare, "fabricscope_");
+  absl::ConsumeSuffix(&bare, "_total");
+  return bare == signal.name;
+}
+
+std::vector<std::string> QueryEngine::SignalNames() const {
+  std::vector<std::string> names;
+  for (const SeriesSnapshot& s : store_->Snapshot()) {
+    if (Complete(s)) names.push_back(s.signal->name);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 absl::StatusOr<std::vector<DetectorEvent>> QueryEngine::Events(const EventsQuery& query,

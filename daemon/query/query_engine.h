@@ -214,6 +214,12 @@ class QueryEngine {
   // range.
   absl::StatusOr<std::vector<SeriesSamples>> Series(const SeriesQuery& query,
                                                     size_t* left_out = nullptr) const;
+  // Whether `want` (SeriesQuery::signal) names this series: its signal name,
+  // its family name with or without the fabricscope_ prefix and _total
+  // suffix, or its raw counter name; "" names every series.
+  static bool NamesSeries(absl::string_view want, const Signal& signal, const SeriesKey& key);
+  // The signal names of the series in the store, sorted, each once.
+  std::vector<std::string> SignalNames() const;
 
   // Detector events overlapping the range, in id order, the latest `limit`
   // of them; `left_out`, when not null, receives how many earlier ones the

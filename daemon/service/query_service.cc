@@ -69,6 +69,19 @@ grpc::Status QueryService::Series(grpc::ServerContext*, const v1::SeriesRequest*
   if (!series.ok()) return ToGrpcStatus(series.status());
   response->set_series_left_out(static_cast<uint32_t>(std::min<size_t>(left_out, UINT32_MAX)));
   for (const SeriesSamples& s : *series) SeriesToProto(s, response->add_series());
+  if (series->empty() && left_out == 0 && !request->signal().empty()) {
+    // Did the signal name anything at all? Without a label matcher nothing
+    // matched it: say which names there are.
+    SeriesQuery any = SeriesQueryFromProto(*request);
+    any.matchers.clear();
+    any.max_series = 1;
+    auto named = engine_->Series(any);
+    if (named.ok() && named->empty()) {
+      for (std::string& name : engine_->SignalNames()) {
+        response->add_known_signals(std::move(name));
+      }
+    }
+  }
   return grpc::Status::OK;
 }
 

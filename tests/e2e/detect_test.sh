@@ -90,6 +90,17 @@ grep -q "pfc_storm" "$WORK/events.txt" || fail "human events output lacks the st
   --label=netdev=eth2 --label=direction=rx >"$WORK/series.json" || fail "series failed"
 jq -e 'length >= 1 and all(.[]; .netdev=="eth2" and .labels.direction=="rx")' "$WORK/series.json" >/dev/null ||
   fail "series with two --label matchers: $(jq -c '[.[] | {netdev, labels}]' "$WORK/series.json")"
+# The family name works as the signal; a name of nothing fails and lists the
+# signals there are; labels print in one (sorted) order.
+"$CLI" --server="127.0.0.1:$GRPC_PORT" series --signal=fabricscope_pfc_pause_seconds_total --since=30s \
+  --label=netdev=eth2 --max-samples=2 >"$WORK/series.txt" 2>&1 || fail "series by family name failed: $(cat "$WORK/series.txt")"
+grep -q '^fabricscope_pfc_pause_seconds_total{direction=rx,netdev=eth2,priority=3}' "$WORK/series.txt" ||
+  fail "series titles not in sorted label order: $(head -n 3 "$WORK/series.txt")"
+if "$CLI" --server="127.0.0.1:$GRPC_PORT" series --signal=pfc_pause_secs >"$WORK/nosuch.txt" 2>&1; then
+  fail "an unknown signal exited 0"
+fi
+grep -q "no signal named 'pfc_pause_secs'; the daemon has: .*pfc_pause_seconds" "$WORK/nosuch.txt" ||
+  fail "an unknown signal does not list the names: $(cat "$WORK/nosuch.txt")"
 scrape >"$WORK/live.metrics" || fail "scrape failed"
 # (prometheus-cpp renders self-metric labels sorted by name)
 v=$(metric_value 'fabricscope_pfc_storms_total{direction="rx",netdev="eth2",priority="3"}' "$WORK/live.metrics")

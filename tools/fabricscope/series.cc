@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <iostream>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
@@ -29,8 +32,11 @@ bool IntervalRate(const v1::SeriesData& d, int i, double* rate) {
 }
 
 std::string Title(const v1::SeriesData& d) {
+  // Sorted: a protobuf map iterates in no stable order.
+  std::vector<std::pair<std::string, std::string>> sorted(d.labels().begin(), d.labels().end());
+  std::sort(sorted.begin(), sorted.end());
   std::string labels;
-  for (const auto& [k, v] : d.labels()) {
+  for (const auto& [k, v] : sorted) {
     if (!v.empty()) absl::StrAppend(&labels, labels.empty() ? "" : ",", k, "=", v);
   }
   return absl::StrCat(d.family(), "{", labels, "}  (", d.source(), " ", d.raw_name(), ")");
@@ -130,6 +136,13 @@ int RunSeries(const CliContext& ctx, const std::vector<std::string>& args) {
   v1::SeriesResponse resp;
   grpc::Status s = stub->Series(&call, req, &resp);
   if (!s.ok()) return run->CallFailed(s.error_code(), s.error_message());
+  if (resp.known_signals_size() > 0) {
+    // The signal names nothing: a typo or a name of another form.
+    return run->Fail(absl::StrCat("no signal named '", flags.Get("signal"),
+                                  "'; the daemon has: ", absl::StrJoin(resp.known_signals(), ", "),
+                                  " (a family name such as fabricscope_pfc_pause_seconds_total "
+                                  "works too)"));
+  }
   out << (run->json() ? SeriesJson(resp) : SeriesHuman(resp));
   run->LeftOut(out, LeftOutLine(resp.series_left_out(), "series",
                                 "use --limit N; the daemon sends at most 1000"));

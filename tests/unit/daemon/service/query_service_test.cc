@@ -235,10 +235,33 @@ TEST_F(QueryServiceTest, SeriesMatchesSignalAndLabels) {
   resp.Clear();
   ASSERT_TRUE(service_.Series(nullptr, &req, &resp).ok());
   EXPECT_EQ(resp.series_size(), 2);
+  EXPECT_EQ(resp.known_signals_size(), 0);
+  // The family name, with or without its prefix, names the same series.
+  for (const char* name : {"fabricscope_pfc_pause_seconds_total", "pfc_pause_seconds_total"}) {
+    req.set_signal(name);
+    resp.Clear();
+    ASSERT_TRUE(service_.Series(nullptr, &req, &resp).ok());
+    EXPECT_EQ(resp.series_size(), 2) << name;
+  }
+  // A name of nothing: no series, and the names there are.
   req.set_signal("no_such_signal");
   resp.Clear();
   ASSERT_TRUE(service_.Series(nullptr, &req, &resp).ok());
   EXPECT_EQ(resp.series_size(), 0);
+  ASSERT_GT(resp.known_signals_size(), 0);
+  EXPECT_NE(std::find(resp.known_signals().begin(), resp.known_signals().end(),
+                      "pfc_pause_seconds"),
+            resp.known_signals().end());
+  EXPECT_TRUE(std::is_sorted(resp.known_signals().begin(), resp.known_signals().end()));
+  // A known signal that a label filters out entirely is not a typo.
+  req.set_signal("pfc_pause_seconds");
+  m = req.add_matchers();
+  m->set_label("netdev");
+  m->set_value("eth9");
+  resp.Clear();
+  ASSERT_TRUE(service_.Series(nullptr, &req, &resp).ok());
+  EXPECT_EQ(resp.series_size(), 0);
+  EXPECT_EQ(resp.known_signals_size(), 0);
 }
 
 TEST_F(QueryServiceTest, OverGrpcOnAnEphemeralPort) {
