@@ -318,6 +318,35 @@ jq -e '.spans | length == 2
 grep -q 'scope: NICs nearest GPU 0000:84:00.0 (PIX): mlx5_0/1' "$WORK/gpu.txt" ||
   fail "correlate text lacks the GPU scope: $(cat "$WORK/gpu.txt")"
 
+# push with bad lines: the good spans are sent, every bad line is named by its
+# number, a span the daemon rejects is named by its stdin line too; exit 1.
+: >"$SPANS"
+t0=$(now_ns)
+span mixed_push "$t0" "$((t0 + 1000000))"
+echo '{"trace_id": "not json' >>"$SPANS"
+span mixed_push "$((t0 + 1000000))" "$t0" # ends before it starts: the daemon rejects it
+echo '[]' >>"$SPANS"
+if "$CLI" push --server="$GRPC_ADDR" <"$SPANS" >"$WORK/mixed.out" 2>"$WORK/mixed.err"; then
+  fail "push with bad lines exited 0"
+fi
+grep -q '^fabricscope push: stdin line 2: .*(not sent)$' "$WORK/mixed.err" || fail "bad line 2 not named: $(cat "$WORK/mixed.err")"
+grep -q '^fabricscope push: stdin line 4: .*(not sent)$' "$WORK/mixed.err" || fail "bad line 4 not named: $(cat "$WORK/mixed.err")"
+grep -q '^accepted 1, rejected 1 of 2 spans sent; 2 bad lines not sent$' "$WORK/mixed.out" ||
+  fail "push summary: $(cat "$WORK/mixed.out")"
+grep -q '^  stdin line 3: ' "$WORK/mixed.out" || fail "the rejected span is not named by its line: $(cat "$WORK/mixed.out")"
+
+# The README's push example runs as printed (its timestamps come from `date`):
+# the sh block that pipes into `fabricscope push`, its last line the output.
+awk '/^```sh$/ { inb = 1; b = ""; next }
+     /^```$/ { if (inb && b ~ /\| fabricscope push/) { printf "%s", b; exit } inb = 0; next }
+     inb { b = b $0 "\n" }' "$SRC/README.md" >"$WORK/readme_push"
+[ -s "$WORK/readme_push" ] || fail "no push example in README.md"
+head -n -1 "$WORK/readme_push" | sed "s#| fabricscope push#| \"\$CLI\" push --server=\"\$GRPC_ADDR\"#" >"$WORK/readme_push.sh"
+CLI="$CLI" GRPC_ADDR="$GRPC_ADDR" bash -eu "$WORK/readme_push.sh" >"$WORK/readme_push.out" 2>&1 ||
+  fail "the README's push example failed: $(cat "$WORK/readme_push.out")"
+[ "$(cat "$WORK/readme_push.out")" = "$(tail -n 1 "$WORK/readme_push")" ] ||
+  fail "the README's push example printed '$(cat "$WORK/readme_push.out")', the README says '$(tail -n 1 "$WORK/readme_push")'"
+
 # (Last: its polling must not push the bursts above out of `series --since=30s`.)
 # OpenMetrics: the stall counter carries the fabric stall's trace id.
 FABRIC_TRACE=$(jq -r '.spans[] | select(.verdict == "fabric" and .stall) | .trace_id' "$WORK/corr.json")

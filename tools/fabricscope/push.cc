@@ -43,20 +43,33 @@ int RunPush(const CliContext& ctx, const std::vector<std::string>& args) {
       return Usage();
     }
   }
-  // Read and parse all input first: bad input sends nothing.
+  // Read and parse all input first; a bad line is reported (each one, up to
+  // kMaxReported) and not sent, the good ones are.
+  constexpr size_t kMaxReported = 100;
   std::vector<v1::Span> spans;
+  std::vector<size_t> lines;  // the stdin line of each span in `spans`
   std::string line;
-  size_t line_no = 0;
+  size_t line_no = 0, bad = 0;
   while (std::getline(std::cin, line)) {
     ++line_no;
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     auto span = ParseSpanJson(line);
     if (!span.ok()) {
-      std::fprintf(stderr, "fabricscope push: stdin line %zu: %s\n", line_no,
-                   std::string(span.status().message()).c_str());
-      return 2;
+      if (++bad <= kMaxReported) {
+        std::fprintf(stderr, "fabricscope push: stdin line %zu: %s (not sent)\n", line_no,
+                     std::string(span.status().message()).c_str());
+      }
+      continue;
     }
     spans.push_back(*std::move(span));
+    lines.push_back(line_no);
+  }
+  if (bad > kMaxReported) {
+    std::fprintf(stderr, "fabricscope push: %zu more bad lines not shown\n", bad - kMaxReported);
+  }
+  if (spans.empty() && bad > 0) {
+    std::fprintf(stderr, "fabricscope push: no valid span to send (%zu bad lines)\n", bad);
+    return 1;
   }
 
   auto channel = MakeChannel(ctx.server);
@@ -91,19 +104,25 @@ int RunPush(const CliContext& ctx, const std::vector<std::string>& args) {
     (void)google::protobuf::util::MessageToJsonString(response, &json, opts);
     std::printf("%s\n", json.c_str());
   } else {
-    std::printf("accepted %llu, rejected %llu of %zu spans\n",
+    std::printf("accepted %llu, rejected %llu of %zu spans sent",
                 static_cast<unsigned long long>(response.accepted_spans()),
                 static_cast<unsigned long long>(response.rejected_spans()), spans.size());
+    if (bad > 0) std::printf("; %zu bad lines not sent", bad);
+    std::printf("\n");
     for (const v1::SpanRejection& r : response.rejections()) {
       const std::string& full = v1::RejectionReason_Name(r.reason());
       absl::string_view reason = full;
       absl::ConsumePrefix(&reason, "REJECTION_REASON_");
-      std::printf("  span %llu (input line order): %s: %s\n",
-                  static_cast<unsigned long long>(r.index()), absl::AsciiStrToLower(reason).c_str(),
-                  r.message().c_str());
+      if (r.index() < lines.size()) {
+        std::printf("  stdin line %zu: %s: %s\n", lines[r.index()],
+                    absl::AsciiStrToLower(reason).c_str(), r.message().c_str());
+      } else {
+        std::printf("  span %llu: %s: %s\n", static_cast<unsigned long long>(r.index()),
+                    absl::AsciiStrToLower(reason).c_str(), r.message().c_str());
+      }
     }
   }
-  return response.rejected_spans() == 0 ? 0 : 1;
+  return response.rejected_spans() == 0 && bad == 0 ? 0 : 1;
 }
 
 }  // namespace fabricscope::cli
