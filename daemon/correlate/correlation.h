@@ -101,8 +101,17 @@ struct SeriesCorrelation {
   // never counted and never listed as blind.
   std::string superseded_by;
   double pause_fraction = 0;  // pause class only
+  // Pause class: pause_fraction / --correlate-pause-fraction. Rate classes:
+  // rate / max(floor, --correlate-rate-factor x baseline rate).
   double score = 0;
   bool anomalous = false;
+  // A rate series whose baseline is below its floor (zero, tiny, or none):
+  // judged against the floor alone, so its score says how many floors the
+  // rate is, not how far it left its own history. Among anomalous series it
+  // ranks after every one judged against a baseline or a pause fraction,
+  // whatever its score: a counter idle before the span (xmit_wait at 0/s)
+  // must not outrank the pause that explains the stall.
+  bool no_baseline = false;
 };
 
 // A SeriesCorrelation naming `snap` (id, signal, class, key, the priority /

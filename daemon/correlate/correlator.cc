@@ -280,9 +280,10 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
         sc.score = sc.pause_fraction / options_.pause_fraction_threshold;
         sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0 && sc.stats.rate >= floor;
       } else {
-        const double threshold = std::max(floor, options_.rate_factor * sc.stats.baseline_rate);
-        sc.score = sc.stats.rate / threshold;
+        const double from_baseline = options_.rate_factor * sc.stats.baseline_rate;
+        sc.score = sc.stats.rate / std::max(floor, from_baseline);
         sc.anomalous = sc.stats.delta > 0 && sc.score >= 1.0;
+        sc.no_baseline = from_baseline < floor;
       }
       if (!sc.anomalous && sc.stats.coverage < options_.min_coverage) {
         sc.blind = BlindWhy(sc.stats, snap.state, t0, t1, gap_ns, newest_ns, retention);
@@ -353,6 +354,7 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   struct RankKey {
     bool anomalous;
     bool congestion;  // a congestion series that is judged
+    bool referenced;  // judged against a baseline or a pause fraction
     double score;
     size_t index;
   };
@@ -360,11 +362,12 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   for (size_t i = 0; i < keys.size(); ++i) {
     const SeriesCorrelation& sc = out.series[i];
     keys[i] = {sc.anomalous, IsCongestionClass(sc.signal_class) && sc.superseded_by.empty(),
-               sc.score, i};
+               !sc.no_baseline, sc.score, i};
   }
   std::stable_sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) {
     if (a.anomalous != b.anomalous) return a.anomalous;
     if (a.congestion != b.congestion) return a.congestion;
+    if (a.referenced != b.referenced) return a.referenced;
     return a.score > b.score;
   });
   std::vector<size_t> order(keys.size());

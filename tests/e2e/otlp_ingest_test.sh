@@ -44,8 +44,8 @@ rc=0
 "$CLI" --server="$GRPC_ADDR" push <"$WORK/spans.jsonl" >"$WORK/push.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "push with rejected spans should exit 1, got $rc: $(cat "$WORK/push.out")"
 grep -q "accepted 3, rejected 2 of 5 spans" "$WORK/push.out" || fail "push output: $(cat "$WORK/push.out")"
-grep -q "span 3 (input line order): end_before_start" "$WORK/push.out" || fail "push output: $(cat "$WORK/push.out")"
-grep -q "span 4 (input line order): invalid_ids" "$WORK/push.out" || fail "push output: $(cat "$WORK/push.out")"
+grep -q "stdin line 4: end_before_start" "$WORK/push.out" || fail "push output: $(cat "$WORK/push.out")"
+grep -q "stdin line 5: invalid_ids" "$WORK/push.out" || fail "push output: $(cat "$WORK/push.out")"
 "$CLI" --server="$GRPC_ADDR" --output=json push <<<"$(head -n1 "$WORK/spans.jsonl")" >"$WORK/push.json" ||
   fail "push of a good span failed: $(cat "$WORK/push.json")"
 grep -q '"accepted_spans": *"1"' "$WORK/push.json" || fail "push json: $(cat "$WORK/push.json")"

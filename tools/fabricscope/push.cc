@@ -69,7 +69,7 @@ int RunPush(const CliContext& ctx, const std::vector<std::string>& args) {
   }
   if (spans.empty() && bad > 0) {
     std::fprintf(stderr, "fabricscope push: no valid span to send (%zu bad lines)\n", bad);
-    return 1;
+    return 2;  // bad input, nothing sent
   }
 
   auto channel = MakeChannel(ctx.server);

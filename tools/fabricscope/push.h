@@ -15,10 +15,13 @@
 // JSON text), optional rdma_device, rdma_port, network_interface_name, stall.
 // Unknown fields are ignored (so correlate's output can be piped back).
 //
-// Spans are sent over one PushStream in batches of --batch (default 512).
-// Output: accepted/rejected counts and each rejection (human), or the
-// PushResponse as JSON (--output json). Exit status 0 when every span was
-// accepted, 1 when some were rejected or the call failed, 2 on bad input.
+// A line that is not a span is reported on stderr by its number (the first
+// 100, then a count) and not sent; the good lines are. Spans are sent over
+// one PushStream in batches of --batch (default 512). Output: accepted/
+// rejected counts and each rejection by its stdin line (human), or the
+// PushResponse as JSON (--output json). Exit status 0 when every line was a
+// span and every span was accepted, 1 when some lines or spans were left out
+// or the call failed, 2 when no line was a span (or a usage error).
 #pragma once
 
 #include <string>

@@ -256,6 +256,35 @@ TEST_F(CorrelatorTest, SignalsAreRankedByScore) {
   EXPECT_GT(r.Anomalous()[0].score, r.Anomalous()[1].score);
 }
 
+// The storm of issue 35: eth0 paused 94 % of the span on priority 3 while
+// xmit_wait, idle before (baseline 0/s), counts 124M ticks/s: judged only
+// against its floor, its score (124x the floor) is far above the pause's
+// (0.94 / 0.05 = 18.8), yet the pause leads, in every run; both are anomalous.
+TEST_F(CorrelatorTest, AZeroBaselineNeverOutranksThePauseThatExplainsTheStall) {
+  SeriesId pause = Add(PauseKey("eth0", 3));
+  SeriesKey wait_key{"counters", "port_xmit_wait", "mlx5_0", 1, ""};
+  SeriesId wait = Add(wait_key);
+  const int64_t s0 = kT + 10 * kSec, s1 = kT + 10 * kSec + 622 * kMs;
+  Fill(pause, kT, kT + 20 * kSec, 10 * kMs, [&](int64_t ts) {
+    // 94 % of each 10 ms inside the span.
+    const int64_t in = std::clamp(ts, s0, s1) - s0;
+    return static_cast<uint64_t>(in / 1000 * 94 / 100);
+  });
+  Fill(wait, kT, kT + 20 * kSec, 10 * kMs, [&](int64_t ts) {
+    const int64_t in = std::clamp(ts, s0, s1) - s0;
+    return static_cast<uint64_t>(static_cast<double>(in) * 0.124);  // 124M ticks/s
+  });
+  const SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(s0, s1));
+  EXPECT_EQ(r.verdict, Verdict::kFabric) << r.reason;
+  const auto top = r.Anomalous();
+  ASSERT_EQ(top.size(), 2u) << r.reason;
+  EXPECT_EQ(top[0].signal, "pfc_pause_seconds");
+  EXPECT_FALSE(top[0].no_baseline);
+  EXPECT_EQ(top[1].raw_name, "port_xmit_wait");
+  EXPECT_TRUE(top[1].no_baseline);
+  EXPECT_GT(top[1].score, top[0].score);  // its score alone would have led
+}
+
 TEST_F(CorrelatorTest, SpanShorterThanOnePollInterval) {
   SeriesId p = Add(PauseKey("eth0", 3));
   // Paused 80 ms of the interval [10.0 s, 10.1 s].
