@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/mlx5_port_counters.h"
 #include "collectors/collector.h"
 #include "collectors/rdma_netlink_collector.h"
 #include "collectors/rdma_sysfs_collector.h"
@@ -43,58 +44,10 @@
 namespace fabricscope {
 namespace {
 
-namespace fs = std::filesystem;
+using bench::kHwCounters;
+using bench::kPmaCounters;
 
-const char* const kHwCounters[] = {"duplicate_request",
-                                   "implied_nak_seq_err",
-                                   "local_ack_timeout_err",
-                                   "np_cnp_sent",
-                                   "np_ecn_marked_roce_packets",
-                                   "out_of_buffer",
-                                   "out_of_sequence",
-                                   "packet_seq_err",
-                                   "req_cqe_error",
-                                   "req_cqe_flush_error",
-                                   "req_remote_access_errors",
-                                   "req_remote_invalid_request",
-                                   "resp_cqe_error",
-                                   "resp_cqe_flush_error",
-                                   "resp_local_length_error",
-                                   "resp_remote_access_errors",
-                                   "rnr_nak_retry_err",
-                                   "roce_adp_retrans",
-                                   "roce_adp_retrans_to",
-                                   "roce_slow_restart",
-                                   "roce_slow_restart_cnps",
-                                   "roce_slow_restart_trans",
-                                   "rp_cnp_handled",
-                                   "rp_cnp_ignored",
-                                   "rx_atomic_requests",
-                                   "rx_icrc_encapsulated",
-                                   "rx_read_requests",
-                                   "rx_write_requests"};
-// tests/fixtures/sysfs mlx5_1 port 1 counters/ (a captured ConnectX RoCE port).
-const char* const kPmaCounters[] = {"VL15_dropped",
-                                    "excessive_buffer_overrun_errors",
-                                    "link_downed",
-                                    "link_error_recovery",
-                                    "local_link_integrity_errors",
-                                    "multicast_rcv_packets",
-                                    "multicast_xmit_packets",
-                                    "port_rcv_constraint_errors",
-                                    "port_rcv_data",
-                                    "port_rcv_errors",
-                                    "port_rcv_packets",
-                                    "port_rcv_remote_physical_errors",
-                                    "port_rcv_switch_relay_errors",
-                                    "port_xmit_constraint_errors",
-                                    "port_xmit_data",
-                                    "port_xmit_discards",
-                                    "port_xmit_packets",
-                                    "port_xmit_wait",
-                                    "symbol_error",
-                                    "unicast_rcv_packets",
-                                    "unicast_xmit_packets"};
+namespace fs = std::filesystem;
 
 void Write(const fs::path& p, const std::string& s) {
   fs::create_directories(p.parent_path());

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/mlx5_port_counters.h"
 #include "collectors/collector.h"
 #include "collectors/rdma_netlink.h"
 #include "collectors/rdma_netlink_collector.h"
@@ -37,39 +38,13 @@
 namespace fabricscope {
 namespace {
 
+using bench::kHwCounters;
+
 namespace fs = std::filesystem;
 
 constexpr int kDevices = 8;
 constexpr int kPorts = 2;
 
-const char* const kHwCounters[] = {"duplicate_request",
-                                   "implied_nak_seq_err",
-                                   "local_ack_timeout_err",
-                                   "np_cnp_sent",
-                                   "np_ecn_marked_roce_packets",
-                                   "out_of_buffer",
-                                   "out_of_sequence",
-                                   "packet_seq_err",
-                                   "req_cqe_error",
-                                   "req_cqe_flush_error",
-                                   "req_remote_access_errors",
-                                   "req_remote_invalid_request",
-                                   "resp_cqe_error",
-                                   "resp_cqe_flush_error",
-                                   "resp_local_length_error",
-                                   "resp_remote_access_errors",
-                                   "rnr_nak_retry_err",
-                                   "roce_adp_retrans",
-                                   "roce_adp_retrans_to",
-                                   "roce_slow_restart",
-                                   "roce_slow_restart_cnps",
-                                   "roce_slow_restart_trans",
-                                   "rp_cnp_handled",
-                                   "rp_cnp_ignored",
-                                   "rx_atomic_requests",
-                                   "rx_icrc_encapsulated",
-                                   "rx_read_requests",
-                                   "rx_write_requests"};
 constexpr size_t kNames = sizeof(kHwCounters) / sizeof(kHwCounters[0]);
 
 void Write(const fs::path& p, const std::string& s) {
