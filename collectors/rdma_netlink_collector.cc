@@ -731,8 +731,8 @@ std::vector<ReadPlanRow> RdmaNetlinkCollector::ReadPlan() const {
                       .reads_per_second = per_second,
                       .syscalls_per_second = 2 * per_second,  // sendmsg + recvmsg
                       .queries_per_second = request * per_second,
-                      .note = stride > 1 ? absl::StrCat(note, "; every ", stride,
-                                                        "th tick (--device-query-budget)")
+                      .note = stride > 1 ? absl::StrCat(note, "; once every ", stride,
+                                                        " ticks (--device-query-budget)")
                                          : note});
     }
     rows.push_back({.collector = std::string(kName),
