@@ -150,12 +150,14 @@ RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
       metrics_(ctx.metrics),
       device_include_(CompiledOrEmpty(ctx.options->values.Get(kDeviceInclude))),
       device_exclude_(CompiledOrEmpty(ctx.options->values.Get(kDeviceExclude))),
-      kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath())),
+      kernel_hz_(KernelHz(static_cast<int>(ctx.options->values.Get(kKernelHz)), BootConfigPath(),
+                          &kernel_hz_from_boot_config_)),
       intervals_(ctx.options->intervals) {
   if (kernel_hz_ != static_cast<int>(ctx.options->values.Get(kKernelHz))) {
     Log(LogLevel::kInfo, kName, "kernel HZ for the hw_counters lifespan",
         {{"hz", absl::StrCat(kernel_hz_)},
-         {"from", kernel_hz_ == 100 ? "default (the coarsest)" : BootConfigPath()}});
+         {"from",
+          kernel_hz_from_boot_config_ ? BootConfigPath() : std::string("default (the coarsest)")}});
   }
 }
 
@@ -183,7 +185,9 @@ std::vector<OptionSpec> RdmaSysfsCollector::Options() {
                           0, 10000)};
 }
 
-int RdmaSysfsCollector::KernelHz(int configured, const std::string& boot_config) {
+int RdmaSysfsCollector::KernelHz(int configured, const std::string& boot_config,
+                                 bool* from_boot_config) {
+  if (from_boot_config != nullptr) *from_boot_config = false;
   if (configured > 0) return configured;
   std::ifstream in(boot_config);
   std::string line;
@@ -192,6 +196,7 @@ int RdmaSysfsCollector::KernelHz(int configured, const std::string& boot_config)
     int hz = 0;
     if (absl::ConsumePrefix(&v, "CONFIG_HZ=") && absl::SimpleAtoi(v, &hz) && hz >= 24 &&
         hz <= 10000) {
+      if (from_boot_config != nullptr) *from_boot_config = true;
       return hz;
     }
   }
@@ -252,14 +257,15 @@ std::vector<ReadPlanRow> RdmaSysfsCollector::ReadPlan() const {
                         .tier = std::string(TierName(tier)),
                         .values = hw,
                         .reads_per_second = per_second,
-                        .syscalls_per_second = hw * per_second};
+                        .syscalls_per_second = hw * per_second,
+                        .queries_per_second = 0,
+                        .note = "+ values x K per read with K counter objects bound on the port"};
           // The driver is asked at most once per staleness window for the
           // whole port (counted on the fastest tier that reads it).
           if (!refresh_counted) {
             r.queries_per_second = get_hw_stats * HwStatsRefreshesPerSecond(interval, window);
             refresh_counted = true;
           }
-          r.note = "+ values x K per read with K counter objects bound on the port";
           rows.push_back(std::move(r));
         }
         if (pma > 0) {

@@ -156,7 +156,9 @@ class RdmaSysfsCollector final : public Collector {
   static std::vector<OptionSpec> Options();
   // The kernel's HZ as the staleness window assumes it: `configured` if not
   // 0, else CONFIG_HZ from `boot_config` (/boot/config-<release>), else 100.
-  static int KernelHz(int configured, const std::string& boot_config);
+  // `from_boot_config` (optional): whether the value came from the file.
+  static int KernelHz(int configured, const std::string& boot_config,
+                      bool* from_boot_config = nullptr);
   // The staleness window of a hw_counters/lifespan of `lifespan_ms` at `hz`.
   static int64_t StaleWindowNs(uint64_t lifespan_ms, int hz);
 
@@ -305,7 +307,8 @@ class RdmaSysfsCollector final : public Collector {
   const NetdevFilter device_include_;
   const NetdevFilter device_exclude_;
   bool Watched(absl::string_view device) const;
-  const int kernel_hz_;  // KernelHz(--kernel-hz, ...)
+  bool kernel_hz_from_boot_config_ = false;  // set by kernel_hz_'s initializer
+  const int kernel_hz_;                      // KernelHz(--kernel-hz, ...)
   const std::array<absl::Duration, kNumTiers> intervals_;
 
   std::mutex rescan_mu_;

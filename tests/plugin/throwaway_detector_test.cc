@@ -40,13 +40,15 @@ class ThrowawayDetector final : public Detector {
   static DetectorClass Class() {
     return {.description = "a detector that exists only in its test",
             .kinds = {"discarding"},
+            .declare_metrics = {},
             .create = [](std::string name, DetectorContext* ctx) -> std::unique_ptr<Detector> {
               return std::make_unique<ThrowawayDetector>(std::move(name), ctx);
             },
             .options = {option::Number(kThreshold, "RATE",
                                        "Throwaway: discards per second at or above which a port "
                                        "is discarding.",
-                                       AtLeast(1, 1e12))}};
+                                       AtLeast(1, 1e12))},
+            .validate = {}};
   }
 
   std::vector<const MetricSpec*> Families() const override { return {&families::kDiscards}; }

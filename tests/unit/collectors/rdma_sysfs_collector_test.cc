@@ -769,7 +769,15 @@ TEST(RdmaSysfsStaleWindowTest, FollowsTheKernelsJiffies) {
   ASSERT_GE(fd, 0);
   close(fd);
   WriteFile(tmpl, "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n");
-  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, tmpl), 250);
+  bool from_file = false;
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, tmpl, &from_file), 250);
+  EXPECT_TRUE(from_file);
+  // CONFIG_HZ=100 read from the file is the file's, not the default.
+  WriteFile(tmpl, "CONFIG_HZ=100\n");
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, tmpl, &from_file), 100);
+  EXPECT_TRUE(from_file);
+  EXPECT_EQ(RdmaSysfsCollector::KernelHz(0, "/nonexistent", &from_file), 100);
+  EXPECT_FALSE(from_file);
   std::remove(tmpl);
 }
 
