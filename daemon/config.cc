@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -21,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/registry.h"
+#include "core/errors.h"
 #include "core/options.h"
 #include "daemon/correlate/correlator.h"
 #include "daemon/detect/detector_registry.h"
@@ -546,28 +546,22 @@ absl::Status SetOption(absl::string_view key, absl::string_view value, absl::str
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   errno = 0;
   std::ifstream in(path);
+  const std::string context = absl::StrCat("cannot read config file ", path);
   if (!in) {
     // The OS reason (No such file or directory, Permission denied, ...) and,
     // for a permission, which user asked.
     const int err = errno;
-    std::string why = err != 0 ? std::strerror(err) : "unreadable";
-    if (err == EACCES) absl::StrAppend(&why, " (reading as uid ", ::geteuid(), ")");
-    return absl::Status(err == ENOENT ? absl::StatusCode::kNotFound
-                                      : absl::StatusCode::kFailedPrecondition,
-                        absl::StrCat("cannot read config file ", path, ": ", why));
+    absl::Status st = ErrnoToStatus(err, context);
+    if (err != EACCES) return st;
+    return absl::Status(st.code(),
+                        absl::StrCat(st.message(), " (reading as uid ", ::geteuid(), ")"));
   }
   // A directory opens, and reads as nothing: not a config.
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot read config file ", path, ": ", std::strerror(EISDIR)));
-  }
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return ErrnoToStatus(EISDIR, context);
   std::stringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
-  }
+  if (in.bad()) return ErrnoToStatus(errno, context);
   return ss.str();
 }
 
