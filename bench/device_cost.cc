@@ -75,6 +75,23 @@ struct Row {
   std::string intervals;
 };
 
+// One run's collector world: options, store, port inventory, clock, metrics.
+struct Host {
+  CollectorOptions options;
+  Store store;
+  PortInventory ports;
+  FakeClock clock;
+  MetricsRegistry metrics;
+  CollectorContext Context() { return {&options, &store, &ports, &clock, &metrics}; }
+};
+
+// Every RDMA netlink request the fake kernel served.
+uint64_t AllRequests(const FakeRdmaNetlinkKernel& kernel) {
+  uint64_t n = 0;
+  for (int cmd = 0; cmd < 64; ++cmd) n += kernel.Requests(cmd);
+  return n;
+}
+
 struct Cost {
   double queries = 0;   // device queries per second (netlink and PMA MADs)
   double syscalls = 0;  // per second: 2 per netlink request, 1 per file read
@@ -94,33 +111,27 @@ Cost NetlinkRun(const std::string& root, uint32_t objects, bool per_process, boo
   FakeRdmaDevice dev{.index = 1, .name = "mlx5_0", .ports = {port}, .get_hw_stats_commands = 3};
   kernel.AddDevice(dev);
   kernel.SetPrivileged(true);
-  CollectorOptions options;
-  options.sysfs_root = root;
-  options.proc_root = root + "/proc";
-  if (per_process) (void)SetCollectorOption(&options, "rdma-per-process", "true");
-  if (!budget) (void)SetCollectorOption(&options, "device-query-budget", "0");
-  Store store;
-  PortInventory ports;
-  FakeClock clock;
-  MetricsRegistry metrics;
-  CollectorContext cc{&options, &store, &ports, &clock, &metrics};
-  RdmaSysfsCollector sysfs(cc);
-  RdmaNetlinkCollector netlink(cc, kernel.Factory());
+  Host host;
+  host.options.sysfs_root = root;
+  host.options.proc_root = root + "/proc";
+  if (per_process) (void)SetCollectorOption(&host.options, "rdma-per-process", "true");
+  if (!budget) (void)SetCollectorOption(&host.options, "device-query-budget", "0");
+  RdmaSysfsCollector sysfs(host.Context());
+  RdmaNetlinkCollector netlink(host.Context(), kernel.Factory());
   int64_t ts = 1'700'000'000'000'000'000;
   auto tick = [&](Tier t) {
-    Ctx ctx(&store, t, ts += 1'000'000);
+    Ctx ctx(&host.store, t, ts += 1'000'000);
     (void)sysfs.Poll(ctx);
     (void)netlink.Poll(ctx);
   };
   {
-    Ctx ctx(&store, Tier::kConfig, ts);
+    Ctx ctx(&host.store, Tier::kConfig, ts);
     (void)sysfs.Discover(ctx);
     (void)netlink.Discover(ctx);
   }
   tick(Tier::kConfig);  // K seen, the plan made
   const uint64_t before = kernel.DeviceQueries().Total();
-  uint64_t requests_before = 0;
-  for (int cmd = 0; cmd < 64; ++cmd) requests_before += kernel.Requests(cmd);
+  const uint64_t requests_before = AllRequests(kernel);
   for (int i = 1; i <= 1000; ++i) {
     tick(Tier::kHot);
     if (i % 10 == 0) tick(Tier::kMedium);
@@ -130,8 +141,7 @@ Cost NetlinkRun(const std::string& root, uint32_t objects, bool per_process, boo
   const RdmaNetlinkCollector::ReadStrides r = netlink.StridesForTest("mlx5_0");
   Cost c;
   c.intervals = std::to_string(10 * r.hot) + " ms / " + std::to_string(100 * r.medium) + " ms";
-  uint64_t requests = 0;
-  for (int cmd = 0; cmd < 64; ++cmd) requests += kernel.Requests(cmd);
+  const uint64_t requests = AllRequests(kernel);
   // The IB PMA counters/ files stay on sysfs: one MAD and one pread each, 10
   // slow ticks.
   const double pma = static_cast<double>(sysfs.OpenFilesForTest(Tier::kSlow));
@@ -143,18 +153,13 @@ Cost NetlinkRun(const std::string& root, uint32_t objects, bool per_process, boo
 // The sysfs-only fallback: files per tier from the real collector, the
 // kernel's sysfs rules applied to them.
 Cost SysfsRun(const std::string& root, uint32_t objects) {
-  CollectorOptions options;
-  options.sysfs_root = root;
-  Store store;
-  PortInventory ports;
-  FakeClock clock;
-  MetricsRegistry metrics;
-  CollectorContext cc{&options, &store, &ports, &clock, &metrics};
-  RdmaSysfsCollector sysfs(cc);
-  Ctx ctx(&store, Tier::kConfig, 1);
+  Host host;
+  host.options.sysfs_root = root;
+  RdmaSysfsCollector sysfs(host.Context());
+  Ctx ctx(&host.store, Tier::kConfig, 1);
   (void)sysfs.Discover(ctx);
   for (Tier t : {Tier::kHot, Tier::kMedium, Tier::kSlow, Tier::kConfig}) {
-    Ctx c(&store, t, 2);
+    Ctx c(&host.store, t, 2);
     (void)sysfs.Poll(c);
   }
   const double hot = static_cast<double>(sysfs.OpenFilesForTest(Tier::kHot));

@@ -249,9 +249,9 @@ TEST_F(QueryServiceTest, SeriesMatchesSignalAndLabels) {
   ASSERT_TRUE(service_.Series(nullptr, &req, &resp).ok());
   EXPECT_EQ(resp.series_size(), 0);
   ASSERT_GT(resp.known_signals_size(), 0);
-  EXPECT_NE(std::find(resp.known_signals().begin(), resp.known_signals().end(),
-                      "pfc_pause_seconds"),
-            resp.known_signals().end());
+  EXPECT_NE(
+      std::find(resp.known_signals().begin(), resp.known_signals().end(), "pfc_pause_seconds"),
+      resp.known_signals().end());
   EXPECT_TRUE(std::is_sorted(resp.known_signals().begin(), resp.known_signals().end()));
   // A known signal that a label filters out entirely is not a typo.
   req.set_signal("pfc_pause_seconds");

@@ -126,8 +126,9 @@ TEST(SpanSelectionTest, VerdictStallsAndAllReplaceTheDefault) {
 
 // A failed call says what to check next where the status tells it.
 TEST(CallHintTest, RefusedSlowAndOlderDaemonsGetANextStep) {
-  EXPECT_NE(CallHint(14, "127.0.0.1:9479").find("is fabricscoped running and serving gRPC on "
-                                                "127.0.0.1:9479?"),
+  EXPECT_NE(CallHint(14, "127.0.0.1:9479")
+                .find("is fabricscoped running and serving gRPC on "
+                      "127.0.0.1:9479?"),
             std::string::npos);  // UNAVAILABLE
   EXPECT_NE(CallHint(14, "h:1").find("--server HOST:PORT"), std::string::npos);
   EXPECT_NE(CallHint(4, "h:1").find("did not answer in time"), std::string::npos);
