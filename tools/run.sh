@@ -163,9 +163,13 @@ if [ "${metrics_listen##*:}" = 0 ]; then
 else
   echo "  metrics:      http://$host:${metrics_listen##*:}/metrics"
 fi
-echo "  live view:    $BIN/fabricscope top"
-echo "  detectors:    $BIN/fabricscope events --since 5m"
-echo "  correlation:  $BIN/fabricscope correlate --since 1m"
+# The CLI's commands as they run: --server only where the daemon does not
+# listen on the CLI's default (127.0.0.1:9479).
+cli="$BIN/fabricscope"
+[ -z "$push_target" ] || [ "$push_target" = 127.0.0.1:9479 ] || cli="$cli --server=$push_target"
+echo "  live view:    $cli top"
+echo "  detectors:    $cli events --since 5m"
+echo "  correlation:  $cli correlate --since 1m"
 echo "  ground truth: $dir/ground_truth.json (what the simulator injected, and when)"
 echo "  collectives:  $dir/nccl (each decode step's all-reduce as NCCL Inspector dumps it)"
 echo "  topology:     $dir/topology (eth2 -> leaf01, eth3 -> leaf02); PCI tree of a captured machine (tests/fixtures/hwloc)"

@@ -145,8 +145,10 @@ struct SpanCorrelation {
   // "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1",
   // "GPU 7 unknown to the topology: every port".
   std::string scope;
-  // Series in scope: congestion series first ranked by score (descending),
-  // then context series. The anomalous ones are the prefix with anomalous=true.
+  // Series in scope: congestion series first, the anomalous ones ranked
+  // pause fractions first, then rates against a baseline, then rates with
+  // no_baseline, each by score (descending); then context series. The anomalous ones are the prefix
+  // with anomalous=true.
   std::vector<SeriesCorrelation> series;
   size_t congestion_series = 0;  // congestion series in scope, not superseded
   size_t covered_series = 0;     // of those, covering >= min_coverage

@@ -351,9 +351,18 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
 
   // Ranking, on a compact copy of what it compares (the places are not
   // needed beyond this point).
+  // Among the anomalous series a pause fraction ranks first: it is measured
+  // in the span's own time (the share of it the port could not send), needs
+  // no baseline, and is the direct account of lost time; a rate's score is a
+  // multiple of its baseline, which moves from run to run with what the
+  // baseline window held (a consequence such as IB xmit_wait during the same
+  // pause scores 10x the pause in one run and less in the next). Then the
+  // rates judged against a baseline, then those judged against the floor
+  // alone (no_baseline), each by score.
   struct RankKey {
     bool anomalous;
     bool congestion;  // a congestion series that is judged
+    bool pause;       // judged by its pause fraction
     bool referenced;  // judged against a baseline or a pause fraction
     double score;
     size_t index;
@@ -361,12 +370,17 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   std::vector<RankKey> keys(out.series.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     const SeriesCorrelation& sc = out.series[i];
-    keys[i] = {sc.anomalous, IsCongestionClass(sc.signal_class) && sc.superseded_by.empty(),
-               !sc.no_baseline, sc.score, i};
+    keys[i] = {sc.anomalous,
+               IsCongestionClass(sc.signal_class) && sc.superseded_by.empty(),
+               sc.signal_class == SignalClass::kPause,
+               !sc.no_baseline,
+               sc.score,
+               i};
   }
   std::stable_sort(keys.begin(), keys.end(), [](const RankKey& a, const RankKey& b) {
     if (a.anomalous != b.anomalous) return a.anomalous;
     if (a.congestion != b.congestion) return a.congestion;
+    if (a.anomalous && a.pause != b.pause) return a.pause;
     if (a.referenced != b.referenced) return a.referenced;
     return a.score > b.score;
   });

@@ -64,7 +64,10 @@
 // Verdict of the span (sighted = a congestion series in scope, not
 // superseded, not blind):
 //  - fabric:  at least one congestion series is anomalous (the ranked list of
-//             anomalous series says which, where and how much);
+//             anomalous series says which, where and how much: pause
+//             fractions first, then rates judged against their baseline,
+//             then rates judged against the floor alone, each by score; see
+//             Correlate's ranking for why);
 //  - unknown: no congestion series in scope; or none is sighted (the window
 //             is outside retention, not polled yet, ...); or a whole
 //             congestion group of a port in scope is blind (every series of

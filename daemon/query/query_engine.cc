@@ -28,7 +28,63 @@ bool Complete(const SeriesSnapshot& s) {
   return s.key != nullptr && s.signal != nullptr && s.signal->family != nullptr;
 }
 
+// Fabric first, then unknown (could not tell), then clean.
+int VerdictRank(Verdict v) {
+  switch (v) {
+    case Verdict::kFabric:
+      return 0;
+    case Verdict::kUnknown:
+      return 1;
+    case Verdict::kClean:
+      return 2;
+  }
+  return 3;
+}
+
+bool StallBefore(const CorrelatedSpan& a, const CorrelatedSpan& b) {
+  const SpanCorrelation& x = a.correlation;
+  const SpanCorrelation& y = b.correlation;
+  return StallRanksBefore(x.verdict, x.end_unix_nano - x.start_unix_nano, x.start_unix_nano,
+                          y.verdict, y.end_unix_nano - y.start_unix_nano, y.start_unix_nano);
+}
+
+using GroupKey = std::tuple<std::string, std::string, std::string, uint32_t, std::string,
+                            std::string, std::string>;
+
+// Adds a non-stall fabric span to the group of its top-ranked series.
+void AddToGroup(const SpanCorrelation& c, const SeriesCorrelation& top,
+                std::map<GroupKey, FabricGroup>* groups) {
+  GroupKey key{
+      std::string(top.signal), std::string(top.counter),  std::string(top.device),   top.port,
+      std::string(top.netdev), std::string(top.priority), std::string(top.direction)};
+  auto [it, fresh] = groups->try_emplace(std::move(key));
+  FabricGroup& g = it->second;
+  if (fresh) {
+    g.signal = std::string(top.signal);
+    g.counter = std::string(top.counter);
+    g.device = std::string(top.device);
+    g.port = top.port;
+    g.netdev = std::string(top.netdev);
+    g.priority = std::string(top.priority);
+    g.direction = std::string(top.direction);
+    g.signal_class = top.signal_class;
+    g.first_start_unix_nano = c.start_unix_nano;
+  }
+  ++g.spans;
+  g.first_start_unix_nano = std::min(g.first_start_unix_nano, c.start_unix_nano);
+  g.last_end_unix_nano = std::max(g.last_end_unix_nano, c.end_unix_nano);
+  const bool pause = g.signal_class == SignalClass::kPause;
+  g.peak = std::max(g.peak, pause ? top.pause_fraction : top.stats.peak_rate);
+  g.peak_score = std::max(g.peak_score, top.score);
+}
+
 }  // namespace
+
+bool StallRanksBefore(Verdict a_verdict, int64_t a_duration_ns, int64_t a_start_unix_nano,
+                      Verdict b_verdict, int64_t b_duration_ns, int64_t b_start_unix_nano) {
+  return std::make_tuple(VerdictRank(a_verdict), -a_duration_ns, a_start_unix_nano) <
+         std::make_tuple(VerdictRank(b_verdict), -b_duration_ns, b_start_unix_nano);
+}
 
 bool SpanSelection::Selects(const SpanCorrelation& c) const {
   if (all || (stalls && c.stall)) return true;
@@ -48,6 +104,7 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
   CorrelateSummary sum;
   using BlameKey = std::tuple<std::string, std::string, std::string, std::string>;
   std::map<BlameKey, size_t> blamed;
+  std::map<GroupKey, FabricGroup> groups;
   size_t kept = 0;
   for (CorrelatedSpan& s : *spans) {
     const SpanCorrelation& c = s.correlation;
@@ -60,8 +117,12 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
     }
     if (c.verdict == Verdict::kFabric && !c.series.empty() && c.series[0].anomalous) {
       const SeriesCorrelation& top = c.series[0];
-      ++blamed[{std::string(top.signal), std::string(top.counter), std::string(top.direction),
-                std::string(top.priority)}];
+      if (c.stall) {
+        ++blamed[{std::string(top.signal), std::string(top.counter), std::string(top.direction),
+                  std::string(top.priority)}];
+      } else {
+        AddToGroup(c, top, &groups);
+      }
     }
     if (!selection.Selects(c)) {
       ++sum.not_selected;
@@ -72,21 +133,32 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
   }
   spans->resize(kept);
   if (max_listed != 0 && spans->size() > max_listed) {
-    // The stalls are what the reader asked about: the latest max_listed of
-    // them, then the latest other spans fill the rest; order is kept.
-    const size_t stalls = static_cast<size_t>(std::count_if(
-        spans->begin(), spans->end(), [](const CorrelatedSpan& s) { return s.correlation.stall; }));
-    size_t keep_stalls = std::min<size_t>(stalls, max_listed);
+    // The stalls are what the reader asked about: the max_listed that rank
+    // first (fabric-bound, longest), then the latest other spans fill the
+    // rest; start order is kept.
+    std::vector<const CorrelatedSpan*> stalls;
+    for (const CorrelatedSpan& s : *spans) {
+      if (s.correlation.stall) stalls.push_back(&s);
+    }
+    const size_t keep_stalls = std::min<size_t>(stalls.size(), max_listed);
+    std::partial_sort(
+        stalls.begin(), stalls.begin() + static_cast<ptrdiff_t>(keep_stalls), stalls.end(),
+        [](const CorrelatedSpan* a, const CorrelatedSpan* b) { return StallBefore(*a, *b); });
+    stalls.resize(keep_stalls);
+    std::sort(stalls.begin(), stalls.end());  // by address: start order
     size_t keep_others = max_listed - keep_stalls;
+    std::vector<bool> keep(spans->size(), false);
+    for (const CorrelatedSpan* s : stalls) keep[static_cast<size_t>(s - spans->data())] = true;
+    for (size_t i = spans->size(); i-- > 0 && keep_others > 0;) {
+      if ((*spans)[i].correlation.stall) continue;
+      keep[i] = true;
+      --keep_others;
+    }
     std::vector<CorrelatedSpan> kept;
     kept.reserve(max_listed);
-    for (auto it = spans->rbegin(); it != spans->rend(); ++it) {
-      size_t& budget = it->correlation.stall ? keep_stalls : keep_others;
-      if (budget == 0) continue;
-      --budget;
-      kept.push_back(std::move(*it));
+    for (size_t i = 0; i < spans->size(); ++i) {
+      if (keep[i]) kept.push_back(std::move((*spans)[i]));
     }
-    std::reverse(kept.begin(), kept.end());
     sum.over_limit = spans->size() - kept.size();
     *spans = std::move(kept);
   }
@@ -98,6 +170,16 @@ CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed
                    [](const BlamedSignal& a, const BlamedSignal& b) { return a.spans > b.spans; });
   if (sum.blamed.size() > CorrelateSummary::kMaxBlamed)
     sum.blamed.resize(CorrelateSummary::kMaxBlamed);
+  for (auto& [key, g] : groups) sum.fabric_groups.push_back(std::move(g));
+  std::stable_sort(sum.fabric_groups.begin(), sum.fabric_groups.end(),
+                   [](const FabricGroup& a, const FabricGroup& b) {
+                     if (a.spans != b.spans) return a.spans > b.spans;
+                     return a.peak_score > b.peak_score;
+                   });
+  if (sum.fabric_groups.size() > CorrelateSummary::kMaxFabricGroups) {
+    sum.fabric_groups_left_out = sum.fabric_groups.size() - CorrelateSummary::kMaxFabricGroups;
+    sum.fabric_groups.resize(CorrelateSummary::kMaxFabricGroups);
+  }
   return sum;
 }
 

@@ -94,8 +94,8 @@ struct CorrelatedSpan {
   static constexpr size_t kMaxSteps = 10;
 };
 
-// A signal blamed for fabric spans: the top-ranked anomalous series of each
-// fabric span, counted by signal, counter (or reason), direction, priority.
+// A signal blamed for stalls: the top-ranked anomalous series of each stall
+// judged fabric, counted by signal, counter (or reason), direction, priority.
 struct BlamedSignal {
   std::string signal;
   std::string counter;
@@ -104,27 +104,63 @@ struct BlamedSignal {
   size_t spans = 0;
 };
 
+// Fabric spans that are not stalls, grouped by the series that explained each
+// (its top-ranked anomalous series: signal, counter, port, priority,
+// direction): one line for a storm's hundred slowed-but-not-stalled spans
+// instead of a hundred.
+struct FabricGroup {
+  std::string signal;
+  std::string counter;
+  std::string device;
+  uint32_t port = 0;
+  std::string netdev;
+  std::string priority;
+  std::string direction;
+  // Pause class: `peak` is the fraction of a span paused.
+  SignalClass signal_class = SignalClass::kContext;
+  size_t spans = 0;
+  int64_t first_start_unix_nano = 0;
+  int64_t last_end_unix_nano = 0;
+  // The highest pause fraction (pause class) or peak rate (/s) among the
+  // group's spans, and the highest score.
+  double peak = 0;
+  double peak_score = 0;
+};
+
 // What a set of correlated spans holds, before selection and limits.
 struct CorrelateSummary {
   static constexpr size_t kMaxBlamed = 5;
+  static constexpr size_t kMaxFabricGroups = 10;
   size_t spans = 0;
   size_t by_verdict[3] = {};  // indexed by Verdict (kUnknown, kClean, kFabric)
   size_t stalls = 0;
   size_t stalls_by_verdict[3] = {};
-  // Most spans first, ties by signal/counter/direction/priority; at most
-  // kMaxBlamed.
+  // Among the stalls judged fabric: most stalls first, ties by
+  // signal/counter/direction/priority; at most kMaxBlamed.
   std::vector<BlamedSignal> blamed;
+  // The fabric spans that are not stalls, grouped: most spans first, then the
+  // highest score, ties by signal and place; at most kMaxFabricGroups, the
+  // groups left out counted.
+  std::vector<FabricGroup> fabric_groups;
+  size_t fabric_groups_left_out = 0;
   size_t not_selected = 0;  // spans the selection left out
   size_t over_limit = 0;    // selected spans the listing limit left out (see SelectSpans)
 };
 
 // Counts `spans` (in start order) into a summary, then keeps in `spans` only
 // the selected ones, at most `max_listed` of them (0: every selected one) in
-// their order: over the limit the latest stalls are kept first, then the
-// latest other spans fill the rest. Used by QueryEngine::Correlate and by the
-// CLI's offline `analyze`.
+// their order: over the limit the stalls come first, the most fabric-bound
+// and longest of them (StallRanksBefore), then the latest other spans fill
+// the rest. Used by QueryEngine::Correlate and by the CLI's offline `analyze`.
 CorrelateSummary SelectSpans(const SpanSelection& selection, uint32_t max_listed,
                              std::vector<CorrelatedSpan>* spans);
+
+// How stalls rank for the reader: judged fabric first, then unknown, then
+// clean; within a verdict the longest first, then the earliest. A strict weak
+// order on (verdict, duration, start): the same spans rank the same in every
+// run.
+bool StallRanksBefore(Verdict a_verdict, int64_t a_duration_ns, int64_t a_start_unix_nano,
+                      Verdict b_verdict, int64_t b_duration_ns, int64_t b_start_unix_nano);
 
 // A label that a series must carry with this exact value ("" matches a series
 // without the label).

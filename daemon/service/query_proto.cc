@@ -118,7 +118,8 @@ CorrelateQuery CorrelateQueryFromProto(const v1::CorrelateRequest& request) {
   return q;
 }
 
-void CorrelateSummaryToProto(const CorrelateSummary& s, v1::CorrelateSummary* out) {
+void CorrelateSummaryToProto(const CorrelateSummary& s, v1::CorrelateSummary* out,
+                             const HostTopology* topology) {
   auto n = [](size_t x) { return static_cast<uint32_t>(std::min<size_t>(x, UINT32_MAX)); };
   const auto at = [](const size_t(&a)[3], Verdict v) { return a[static_cast<size_t>(v)]; };
   out->set_spans(n(s.spans));
@@ -139,6 +140,24 @@ void CorrelateSummaryToProto(const CorrelateSummary& s, v1::CorrelateSummary* ou
   }
   out->set_not_selected(n(s.not_selected));
   out->set_over_limit(n(s.over_limit));
+  for (const FabricGroup& g : s.fabric_groups) {
+    v1::FabricGroup* o = out->add_fabric_groups();
+    o->set_signal(g.signal);
+    o->set_counter(g.counter);
+    o->set_device(g.device);
+    o->set_port(g.port);
+    o->set_netdev(g.netdev);
+    o->set_priority(g.priority);
+    o->set_direction(g.direction);
+    o->set_signal_class(std::string(SignalClassName(g.signal_class)));
+    o->set_spans(n(g.spans));
+    o->set_first_start_unix_nano(static_cast<uint64_t>(g.first_start_unix_nano));
+    o->set_last_end_unix_nano(static_cast<uint64_t>(g.last_end_unix_nano));
+    o->set_peak(g.peak);
+    o->set_peak_score(g.peak_score);
+    FillPartner(topology, g.device, g.port, g.netdev, o);
+  }
+  out->set_fabric_groups_left_out(n(s.fabric_groups_left_out));
 }
 
 SeriesQuery SeriesQueryFromProto(const v1::SeriesRequest& request) {

@@ -36,7 +36,9 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& correlation, v1::S
                      const HostTopology* topology = nullptr);
 // A request's step-level evidence (CorrelatedSpan::steps) into `out->steps`.
 void StepsToProto(const std::vector<SpanRef>& steps, v1::SpanVerdict* out);
-void CorrelateSummaryToProto(const CorrelateSummary& summary, v1::CorrelateSummary* out);
+// The groups' link partners come from `topology` where it is given.
+void CorrelateSummaryToProto(const CorrelateSummary& summary, v1::CorrelateSummary* out,
+                             const HostTopology* topology = nullptr);
 void SeriesToProto(const SeriesSamples& series, v1::SeriesData* out);
 void EventToProto(const DetectorEvent& e, v1::Event* out, const HostTopology* topology = nullptr);
 void PortToProto(const PortInfo& p, v1::Port* out, const HostTopology* topology = nullptr);

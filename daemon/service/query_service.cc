@@ -52,8 +52,8 @@ grpc::Status QueryService::Correlate(grpc::ServerContext* context,
   if (context != nullptr) query.cancelled = [context] { return context->IsCancelled(); };
   auto spans = engine_->Correlate(query, &summary);
   if (!spans.ok()) return ToGrpcStatus(spans.status());
-  CorrelateSummaryToProto(summary, response->mutable_summary());
   const HostTopology topology = engine_->Topology();
+  CorrelateSummaryToProto(summary, response->mutable_summary(), &topology);
   for (const CorrelatedSpan& s : *spans) {
     v1::SpanVerdict* verdict = response->add_spans();
     FillSpanVerdict(*s.span, s.correlation, verdict, &topology);

@@ -151,10 +151,15 @@ verdicts=$(jq -r '[.spans[] | .verdict] | join(",")' "$WORK/corr.json")
 [ "$verdicts" = "clean,fabric,clean,clean,fabric,clean" ] ||
   fail "verdicts: $verdicts (want clean,fabric,clean,clean,fabric,clean)"$'\n'"$(cat "$WORK/corr.json")"
 # The summary counts every span: verdicts, stalls (decode steps over 300 ms),
-# and the two fabric spans' top signals.
+# the fabric stall's top signal (blamed), and the fabric span that did not
+# stall (the kv_transfer) grouped by its port and signal, with the partner.
 jq -e '.summary | .spans == 6 and .verdicts == {"fabric": 2, "clean": 4, "unknown": 0}
        and .stalls == 5 and .stall_verdicts == {"fabric": 1, "clean": 4, "unknown": 0}
-       and ([.blamed[].spans] | add) == 2 and .not_selected == 0 and .over_limit == 0' \
+       and ([.blamed[].spans] | add) == 1 and .not_selected == 0 and .over_limit == 0
+       and (.fabric_groups | length) == 1 and .fabric_groups_left_out == 0
+       and (.fabric_groups[0] | .signal == "pfc_pause_seconds" and .netdev == "fsroce1"
+            and .priority == "3" and .spans == 1 and .peak > 0.3
+            and .partner.system_name == "leaf07")' \
   "$WORK/corr.json" >/dev/null || fail "summary: $(jq -c .summary "$WORK/corr.json")"
 # The fabric spans name the port and the priority, with the pause fraction
 # (pause frames on the same priority are anomalous too; every signal is on fsroce1).
@@ -188,15 +193,18 @@ selected() { # ARGS... -> "verdicts|not_selected|over_limit"
   fail "--verdict=clean --verdict=unknown: $(selected --verdict=clean --verdict=unknown)"
 [ "$(selected --verdict=unknown)" = "|6|0|6" ] || fail "--verdict=unknown: $(selected --verdict=unknown)"
 [ "$(selected --stalls --name=kv_transfer)" = "|1|0|1" ] || fail "--stalls: $(selected --stalls --name=kv_transfer)"
-# Over the limit the latest stalls come first (the kv_transfer is no stall).
-[ "$(selected --verdict=clean,fabric --limit=2)" = "clean,clean|0|4|6" ] ||
-  fail "--limit=2: $(selected --verdict=clean,fabric --limit=2)"
+# Over the limit the stalls come first, the fabric-bound one before the clean
+# ones (the kv_transfer is no stall): one fabric stall and one clean, in start
+# order.
+limited=$(selected --verdict=clean,fabric --limit=2)
+[ "${limited#*|}" = "0|4|6" ] && [ "$(tr ',' '\n' <<<"${limited%%|*}" | sort | paste -sd,)" = "clean,fabric" ] ||
+  fail "--limit=2: $limited"
 # The human output starts with the summary line and says what the limit left out.
 "$CLI" correlate --server="$GRPC_ADDR" --since=1m --verdict=fabric --limit=1 >"$WORK/limited.txt"
-head -n1 "$WORK/limited.txt" | grep -q '^6 spans: 4 clean, 2 fabric; 5 stalls: 4 clean, 1 fabric; blamed: pfc_pause_' ||
+head -n1 "$WORK/limited.txt" | grep -q '^6 spans: 4 clean, 2 fabric; 5 stalls: 4 clean, 1 fabric; stalls blamed on: pfc_pause_' ||
   fail "summary line: $(cat "$WORK/limited.txt")"
-grep -q '^\.\.\. 1 more earlier selected spans (use --limit N; --limit 0 shows all)$' "$WORK/limited.txt" &&
-  grep -q '^\.\.\. 4 more spans not selected (use --verdict, --stalls or --all)$' "$WORK/limited.txt" &&
+grep -q '^\.\.\. 1 more selected spans (use --limit N; --limit 0 shows all)$' "$WORK/limited.txt" &&
+  grep -q '^\.\.\. 4 more spans not listed (use --verdict, --stalls or --all)$' "$WORK/limited.txt" &&
   [ "$(grep -c 'FABRIC  trace' "$WORK/limited.txt")" = 1 ] || fail "left-out lines: $(cat "$WORK/limited.txt")"
 
 # By trace id and by span id: every span of the id, whatever its verdict.
@@ -218,6 +226,12 @@ grep -q 'FABRIC' "$WORK/corr.txt" && grep -q 'pfc_pause_seconds.*fsroce1 -> leaf
   fail "human output: $(cat "$WORK/corr.txt")"
 grep -q '    blind: ib_port_xmit_wait_ticks mlx5_1/1 fsroce1 saturated (counters/port_xmit_wait): not judged' "$WORK/corr.txt" ||
   fail "human output lacks the blind caveat: $(cat "$WORK/corr.txt")"
+# The stall first; the fabric span that did not stall (the kv_transfer) as one
+# grouped line, not listed by itself.
+grep -qE '^ +1 span  pfc_pause_seconds +mlx5_1/1 fsroce1 -> leaf07 Ethernet1/12 prio 3 rx .* paused up to [0-9.]+% of a span' "$WORK/corr.txt" ||
+  fail "human output lacks the grouped kv_transfer: $(cat "$WORK/corr.txt")"
+! grep -q 'kv_transfer' "$WORK/corr.txt" || fail "the non-stall fabric span is listed by itself: $(cat "$WORK/corr.txt")"
+[ "$(grep -c 'STALL  FABRIC' "$WORK/corr.txt")" = 1 ] || fail "want the one fabric stall listed: $(cat "$WORK/corr.txt")"
 # --all-series: each line names its counter (three rdma_errors lines per port
 # that differ only in it).
 "$CLI" correlate --server="$GRPC_ADDR" --span-id="$SPANID" --all-series >"$WORK/all.txt"

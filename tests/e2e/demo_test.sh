@@ -4,8 +4,10 @@
 # counters of the simulated PFC storm (1.0-1.6 s) and incast bursts (from
 # 2.0 s) reach /metrics; the daemon logs no warning (the simulated PFC
 # configuration included); with no stall flag, the learned stalls of a decode
-# step and of an Inspector AllReduce judged fabric show in correlate; SIGTERM stops the daemon with status 0, and the
-# simulator and its temporary tree go with it.
+# step and of an Inspector AllReduce judged fabric show in correlate, and the
+# correlation command run.sh printed, run as printed, shows one on its first
+# lines with port, counter and switch port (the newcomer path); SIGTERM stops
+# the daemon with status 0, and the simulator and its temporary tree go with it.
 source "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || fail "jq is required"
 
@@ -23,7 +25,9 @@ done
 # One line says it runs on the simulator; the others say where to look.
 [ "$(grep -c 'running fabricscoped on a simulated fabric' "$WORK/run.out")" = 1 ] ||
   fail "expected one 'simulated fabric' line: $(cat "$WORK/run.out")"
-for want in "fabricscope top" "fabricscope events --since 5m" "fabricscope correlate --since 1m" "metrics:"; do
+# (--server where the demo's gRPC address is not the CLI's default, as here.)
+for want in "fabricscope --server=127.0.0.1:$GRPC_PORT top" "fabricscope --server=127.0.0.1:$GRPC_PORT events --since 5m" \
+  "fabricscope --server=127.0.0.1:$GRPC_PORT correlate --since 1m" "metrics:"; do
   grep -qF -- "$want" "$WORK/run.out" || fail "run.out does not mention '$want'"
 done
 DEMO_DIR=$(sed -n 's/.*live tree in \(\/tmp\/fabricscope-demo\.[A-Za-z0-9]*\).*/\1/p' "$WORK/run.out")
@@ -119,6 +123,40 @@ if grep -q "spans pushed to" "$WORK/run.out"; then
   [ "$found" != 0 ] ||
     fail "no learned stall judged fabric in the demo: $(jq -c '[.spans[] | {name, stall, verdict, s: .stall_check.source}] | .[0:5]' "$WORK/stalls.json" 2>&1 | head -c 600)"
   [ "$found" = skip ] || echo "learned stalls: $(jq '[.spans[] | select(.stall)] | length' "$WORK/stalls.json")"
+
+  # The newcomer path (issue #35): the README's first command ran the demo
+  # (start_demo runs tools/run.sh as the README does); the correlation
+  # command it printed, run as printed, answers on its first lines: a stall
+  # judged fabric, with its port, counter and switch port, and that port is
+  # one where the simulator injected an episode during the stall.
+  if [ "$found" = 1 ]; then
+    CORR_CMD=$(sed -n 's/^  correlation:  //p' "$WORK/run.out")
+    [[ "$CORR_CMD" == *"fabricscope "*"correlate --since 1m" ]] || fail "no correlation command printed: $(cat "$WORK/run.out")"
+    # shellcheck disable=SC2086  # the printed command line, split as a shell would
+    $CORR_CMD >"$WORK/first.txt" 2>&1 || fail "the printed correlation command failed: $(cat "$WORK/first.txt")"
+    head -n 12 "$WORK/first.txt" >"$WORK/first12.txt"
+    echo "--- the first lines of '$CORR_CMD' ---"
+    cut -c1-160 "$WORK/first12.txt"
+    head -n1 "$WORK/first.txt" | grep -Eq '; [0-9]+ stalls?: ([0-9]+ fabric|.*, [0-9]+ fabric); stalls blamed on: ' ||
+      fail "the summary line does not count fabric stalls and what they are blamed on: $(head -n1 "$WORK/first.txt")"
+    STALL_LINE=$(grep -m1 -n '  STALL  FABRIC  ' "$WORK/first12.txt" || true)
+    [ -n "$STALL_LINE" ] || fail "no stall judged fabric on the first 12 lines: $(cat "$WORK/first12.txt")"
+    # The stall's top signal: its counter, its port and the switch port.
+    TOP=$(sed -n "$((${STALL_LINE%%:*} + 1)),12p" "$WORK/first12.txt" | grep -m1 '! #1 ' || true)
+    [[ "$TOP" =~ \!\ \#1\ ([a-z_]+( [a-z_]+)?)\ +(mlx5_[0-9]+)/1\ eth[0-9]+\ -\>\ leaf0[12]\ Ethernet1/1 ]] ||
+      fail "the first stall's top signal does not name counter, port and switch port: '$TOP'"
+    TOP_DEVICE=${BASH_REMATCH[3]}
+    SPAN_HEX=$(sed 's/.* span \([0-9a-f]*\)$/\1/' <<<"${STALL_LINE#*:}")
+    "$BIN/fabricscope" --server="127.0.0.1:$GRPC_PORT" correlate --span-id "$SPAN_HEX" --output json >"$WORK/first.json" ||
+      fail "correlate --span-id $SPAN_HEX failed"
+    jq -e --slurpfile gt "$DEMO_DIR/ground_truth.json" --arg dev "$TOP_DEVICE" '
+        .spans[0] as $s
+        | [$gt[0].events[] | select(.device == $dev and .start_unix_nano <= $s.end_unix_nano
+                                     and (.end_unix_nano == null or .end_unix_nano >= $s.start_unix_nano))]
+        | length > 0' "$WORK/first.json" >/dev/null ||
+      fail "the first stall ($SPAN_HEX, top signal on $TOP_DEVICE) overlaps no injected episode on $TOP_DEVICE: $(jq -c '.spans[0] | {start_unix_nano, end_unix_nano}' "$WORK/first.json")"
+    echo "newcomer path: stall $SPAN_HEX on the first lines, blamed on $TOP_DEVICE, which the simulator disturbed then"
+  fi
 elif [ -x "$BIN/fabricscope" ]; then
   fail "fabricscope is built but the demo does not push spans: $(head -n1 "$WORK/run.out")"
 fi

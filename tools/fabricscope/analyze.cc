@@ -54,7 +54,8 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
                 "  limit; 0: all)\n"},
       file.empty() ? "a recording file is required" : "");
   if (!run) return kExitUsage;
-  auto selection = ParseSpanSelection(run->flags(), /*default_all=*/false);
+  auto selection =
+      ParseSpanSelection(run->flags(), /*default_all=*/false, /*grouped=*/!run->json());
   if (!selection.ok()) return run->Usage(selection.status().message());
   auto limit = run->Limit(kAnalyzeDefaultLimit);
   if (!limit.ok()) return run->Usage(limit.status().message());

@@ -1,5 +1,6 @@
 #include "tools/fabricscope/correlate.h"
 
+#include <algorithm>
 #include <cctype>
 #include <iostream>
 #include <ostream>
@@ -9,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "daemon/query/query_engine.h"
 #include "grpcpp/grpcpp.h"
 #include "tools/fabricscope/query_client.h"
 
@@ -16,6 +19,26 @@ namespace fabricscope::cli {
 namespace {
 
 constexpr uint32_t kCorrelateDefaultLimit = 50;
+
+Verdict FromProto(v1::Verdict v) {
+  switch (v) {
+    case v1::VERDICT_FABRIC:
+      return Verdict::kFabric;
+    case v1::VERDICT_CLEAN:
+      return Verdict::kClean;
+    default:
+      return Verdict::kUnknown;
+  }
+}
+
+int64_t Duration(const v1::SpanVerdict& v) {
+  return static_cast<int64_t>(v.end_unix_nano() - v.start_unix_nano());
+}
+
+// "03:12:01.123" (UTC).
+std::string FormatTimeOfDay(int64_t ns) {
+  return absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(ns), absl::UTCTimeZone());
+}
 
 absl::string_view VerdictText(v1::Verdict v) {
   switch (v) {
@@ -30,8 +53,10 @@ absl::string_view VerdictText(v1::Verdict v) {
   }
 }
 
-// "eth2 prio 3 rx", "mlx5_0/1", "mlx5_0/1 eth2", "eth2 -> leaf07 Ethernet1/12 prio 3 rx".
-std::string Where(const v1::SignalCorrelation& s) {
+// "eth2 prio 3 rx", "mlx5_0/1", "mlx5_0/1 eth2", "eth2 -> leaf07 Ethernet1/12 prio 3 rx"
+// (a SignalCorrelation or a FabricGroup).
+template <typename Message>
+std::string Where(const Message& s) {
   std::string w;
   if (!s.device().empty())
     absl::StrAppend(&w, s.device(), s.port() ? absl::StrCat("/", s.port()) : "");
@@ -247,13 +272,42 @@ std::string CorrelateSummaryLine(const v1::CorrelateSummary& s) {
   const std::string stalls = ByVerdict(s.stalls_clean(), s.stalls_fabric(), s.stalls_unknown());
   if (!stalls.empty()) absl::StrAppend(&out, ": ", stalls);
   if (s.blamed_size() > 0) {
-    absl::StrAppend(&out, "; blamed: ",
+    absl::StrAppend(&out, "; stalls blamed on: ",
                     absl::StrJoin(s.blamed(), ", ", [](std::string* o, const v1::BlamedSignal& b) {
                       absl::StrAppend(o, BlamedName(b), " (", b.spans(), ")");
                     }));
   }
   return out;
 }
+
+namespace {
+
+// The summary's fabric groups, one line each, under a heading ("" when none).
+std::string FabricGroupLines(const v1::CorrelateSummary& s) {
+  if (s.fabric_groups_size() == 0) return "";
+  const uint32_t not_stalls = s.fabric() - std::min(s.fabric(), s.stalls_fabric());
+  std::string out = absl::StrCat("fabric spans that were not stalls (", not_stalls,
+                                 "), by the port and signal that explained them:\n");
+  for (const v1::FabricGroup& g : s.fabric_groups()) {
+    const std::string peak = g.signal_class() == "pause"
+                                 ? absl::StrFormat("paused up to %.1f%% of a span", 100 * g.peak())
+                                 : absl::StrCat("peak ", FormatRate(g.peak()), "/s");
+    absl::StrAppend(
+        &out, absl::StrFormat("  %5d %-5s %-20s %-22s %s .. %s  %s, score up to %.1f\n", g.spans(),
+                              g.spans() == 1 ? "span" : "spans",
+                              SignalWithCounter(g.signal(), g.counter()), Where(g),
+                              FormatTimeOfDay(static_cast<int64_t>(g.first_start_unix_nano())),
+                              FormatTimeOfDay(static_cast<int64_t>(g.last_end_unix_nano())), peak,
+                              g.peak_score()));
+  }
+  if (s.fabric_groups_left_out() > 0) {
+    absl::StrAppend(&out, "  ... ", s.fabric_groups_left_out(),
+                    " more groups (--verdict fabric lists each span)\n");
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string CorrelateSummaryJson(const v1::CorrelateSummary& s) {
   std::string out = absl::StrCat(
@@ -269,7 +323,20 @@ std::string CorrelateSummaryJson(const v1::CorrelateSummary& s) {
                     ",\"priority\":", JsonString(b.priority()), ",\"spans\":", b.spans(), "}");
   }
   absl::StrAppend(&out, "],\"not_selected\":", s.not_selected(), ",\"over_limit\":", s.over_limit(),
-                  "}");
+                  ",\"fabric_groups\":[");
+  for (int i = 0; i < s.fabric_groups_size(); ++i) {
+    const v1::FabricGroup& g = s.fabric_groups(i);
+    absl::StrAppend(
+        &out, i ? "," : "", "{\"signal\":", JsonString(g.signal()),
+        ",\"signal_class\":", JsonString(g.signal_class()),
+        ",\"counter\":", JsonString(g.counter()), ",\"device\":", JsonString(g.device()),
+        ",\"port\":", g.port(), ",\"netdev\":", JsonString(g.netdev()),
+        ",\"priority\":", JsonString(g.priority()), ",\"direction\":", JsonString(g.direction()),
+        ",\"spans\":", g.spans(), ",\"first_start_unix_nano\":", g.first_start_unix_nano(),
+        ",\"last_end_unix_nano\":", g.last_end_unix_nano(), ",\"peak\":", JsonNumber(g.peak()),
+        ",\"peak_score\":", JsonNumber(g.peak_score()), PartnerJsonMember(g), "}");
+  }
+  absl::StrAppend(&out, "],\"fabric_groups_left_out\":", s.fabric_groups_left_out(), "}");
   return out;
 }
 
@@ -277,12 +344,31 @@ std::string CorrelateReportHuman(const v1::CorrelateResponse& response) {
   const v1::CorrelateSummary& s = response.summary();
   if (s.spans() == 0 && response.spans_size() == 0) return "no spans matched\n";
   std::string out = absl::StrCat(CorrelateSummaryLine(s), "\n");
-  // The limit keeps the latest stalls, then the latest other spans: the ones
-  // left out come before them.
-  absl::StrAppend(&out, LeftOutLine(s.over_limit(), "earlier selected spans"));
-  if (response.spans_size() > 0) absl::StrAppend(&out, CorrelateHuman(response));
-  absl::StrAppend(&out, LeftOutLine(s.not_selected(), "spans not selected",
-                                    "use --verdict, --stalls or --all"));
+  // The stalls first, fabric-bound and longest first; then what the fabric
+  // did to spans that did not stall, one line per port and signal; then any
+  // other selected spans in start order.
+  v1::CorrelateResponse stalls;
+  v1::CorrelateResponse others;
+  for (const v1::SpanVerdict& v : response.spans()) {
+    *(v.stall() ? stalls.add_spans() : others.add_spans()) = v;
+  }
+  std::stable_sort(stalls.mutable_spans()->begin(), stalls.mutable_spans()->end(),
+                   [](const v1::SpanVerdict& a, const v1::SpanVerdict& b) {
+                     return StallRanksBefore(FromProto(a.verdict()), Duration(a),
+                                             static_cast<int64_t>(a.start_unix_nano()),
+                                             FromProto(b.verdict()), Duration(b),
+                                             static_cast<int64_t>(b.start_unix_nano()));
+                   });
+  if (stalls.spans_size() > 0) {
+    absl::StrAppend(&out, "\nstalls, fabric-bound and longest first:\n", CorrelateHuman(stalls));
+  }
+  absl::StrAppend(
+      &out, LeftOutLine(s.over_limit(), "selected spans", "use --limit N; --limit 0 shows all"));
+  const std::string groups = FabricGroupLines(s);
+  if (!groups.empty()) absl::StrAppend(&out, "\n", groups);
+  if (others.spans_size() > 0) absl::StrAppend(&out, "\n", CorrelateHuman(others));
+  absl::StrAppend(
+      &out, LeftOutLine(s.not_selected(), "spans not listed", "use --verdict, --stalls or --all"));
   return out;
 }
 
@@ -294,7 +380,8 @@ std::string CorrelateReportJson(const v1::CorrelateResponse& response) {
 }
 
 absl::StatusOr<std::optional<v1::SpanSelection>> ParseSpanSelection(const Flags& flags,
-                                                                    bool default_all) {
+                                                                    bool default_all,
+                                                                    bool grouped) {
   if (flags.Has("all")) {
     if (flags.Has("verdict") || flags.Has("stalls")) {
       return absl::InvalidArgumentError("--all selects every span: drop --verdict and --stalls");
@@ -305,7 +392,9 @@ absl::StatusOr<std::optional<v1::SpanSelection>> ParseSpanSelection(const Flags&
     if (default_all) return std::nullopt;
     v1::SpanSelection sel;  // the answers first: stalls and fabric spans
     sel.set_stalls(true);
-    sel.add_verdicts(v1::VERDICT_FABRIC);
+    // The human output groups the fabric spans that are not stalls (from the
+    // summary) instead of listing each.
+    if (!grouped) sel.add_verdicts(v1::VERDICT_FABRIC);
     return sel;
   }
   v1::SpanSelection sel;
@@ -393,10 +482,11 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
        .usage = "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
                 "[--name N] [--verdict fabric|clean|unknown]... [--stalls] [--all] "
                 "[--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n"
-                "  lists the stalls and fabric spans after a summary line (with --since;\n"
-                "  --trace-id/--span-id: every span); --verdict/--stalls/--all select others;\n"
-                "  --limit N: at most N spans, the latest stalls first (default 50; json: no\n"
-                "  limit; 0: all)\n"});
+                "  after a summary line, the stalls (fabric-bound and longest first), then\n"
+                "  the other fabric spans grouped by port and signal (json: each listed)\n"
+                "  (with --since; --trace-id/--span-id: every span); --verdict/--stalls/--all\n"
+                "  list others; --limit N: at most N spans, stalls first (default 50; json:\n"
+                "  no limit; 0: all)\n"});
   if (!run) return kExitUsage;
   const Flags& flags = run->flags();
   const int selectors = flags.Has("trace-id") + flags.Has("span-id") + flags.Has("since");
@@ -422,7 +512,8 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
     req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
   }
   if (flags.Has("name")) req.set_name(flags.Get("name"));
-  auto selection = ParseSpanSelection(flags, /*default_all=*/!flags.Has("since"));
+  auto selection =
+      ParseSpanSelection(flags, /*default_all=*/!flags.Has("since"), /*grouped=*/!run->json());
   if (!selection.ok()) return run->Usage(selection.status().message());
   if (*selection) *req.mutable_selection() = **selection;
   auto limit = run->Limit(kCorrelateDefaultLimit);

@@ -7,23 +7,35 @@
 //
 // Asks the daemon's Query.Correlate for the spans and prints first one
 // summary line over every span found (spans by verdict, stalls by verdict,
-// the signals blamed most often for fabric spans), then the selected spans,
-// per span its verdict (fabric / clean / unknown), whether it stalled, and
-// the congestion signals ranked by score (which signal, where, how much).
+// the signals blamed most often for the stalls judged fabric), then the
+// stalls, judged fabric first, then unknown, then clean, the longest first
+// within each, per span its verdict, what decided the stall, and the
+// congestion signals ranked by score (which signal, where, how much); then
+// the fabric spans that did not stall, one line per port and signal that
+// explained them (spans, time range, peak, score); then any other selected
+// spans in start order.
 //
 // Selection (the daemon applies it: CorrelateRequest.selection): with
-// --since the stalls and the fabric spans; with --trace-id/--span-id every
-// span. --verdict V (repeatable, or a comma list) and --stalls select instead
-// the spans of those verdicts and/or the stalls; --all every span. --limit N
-// lists at most N selected spans, the latest stalls first, then the latest
-// others (default 50 in the human output, no limit in JSON; 0: no limit);
-// lines say how many were left out.
+// --since the stalls (JSON: and each fabric span); with --trace-id/--span-id
+// every span. --verdict V (repeatable, or a comma list) and --stalls select
+// instead the spans of those verdicts and/or the stalls; --all every span.
+// --limit N lists at most N selected spans, the stalls first (fabric-bound
+// and longest), then the latest others (default 50 in the human output, no
+// limit in JSON; 0: no limit); lines say how many were left out.
 //
-// --output json prints one object {"summary": S, "spans": [...]}: S is
+// --output json prints one object {"summary": S, "spans": [...]} with the
+// spans in start order: S is
 //   {"spans": N, "verdicts": {"fabric": N, "clean": N, "unknown": N},
 //    "stalls": N, "stall_verdicts": {...}, "blamed": [{"signal", "counter",
-//    "direction", "priority", "spans"}], "not_selected": N, "over_limit": N}
-// and each element of "spans" is:
+//    "direction", "priority", "spans"}], "not_selected": N, "over_limit": N,
+//    "fabric_groups": [{"signal", "signal_class", "counter", "device", "port",
+//    "netdev", "priority", "direction", "spans", "first_start_unix_nano",
+//    "last_end_unix_nano", "peak", "peak_score", "partner"}],
+//    "fabric_groups_left_out": N}
+// ("blamed" counts stalls judged fabric; "fabric_groups" the fabric spans
+// that are not stalls, most spans first, at most 10; "peak" is a pause
+// fraction for the pause class, else a rate per second) and each element of
+// "spans" is:
 //   {"trace_id": HEX, "span_id": HEX, "name": ..., "start_unix_nano": N,
 //    "end_unix_nano": N, "stall": bool, "verdict": "fabric"|"clean"|"unknown",
 //    "reason": ..., "scope": ..., "signals": [{"signal", "signal_class",
@@ -64,16 +76,18 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args);
 
 // The listed spans per --verdict/--stalls/--all (shared with `analyze`):
 // nullopt selects every span, as does `default_all` when none of the flags
-// is given; else the stalls and the fabric spans. Error: a bad --verdict.
+// is given; else the stalls and, unless `grouped` (the human output, which
+// prints the summary's fabric groups instead), the fabric spans. Error: a
+// bad --verdict.
 absl::StatusOr<std::optional<v1::SpanSelection>> ParseSpanSelection(const Flags& flags,
-                                                                    bool default_all);
+                                                                    bool default_all, bool grouped);
 
 // Renderers (exposed for tests).
 // The whole output: the summary line, the selected spans, what was left out.
 std::string CorrelateReportHuman(const v1::CorrelateResponse& response);
 std::string CorrelateReportJson(const v1::CorrelateResponse& response);
 // "1423 spans: 1401 clean, 2 fabric, 20 unknown; 3 stalls: 2 fabric, 1
-// unknown; blamed: pfc_pause_seconds rx prio 3 (2)" (no newline).
+// unknown; stalls blamed on: pfc_pause_seconds rx prio 3 (2)" (no newline).
 std::string CorrelateSummaryLine(const v1::CorrelateSummary& summary);
 std::string CorrelateSummaryJson(const v1::CorrelateSummary& summary);
 // The spans alone: a JSON array; the human lines ("no spans matched" when none).

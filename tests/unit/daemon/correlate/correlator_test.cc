@@ -285,6 +285,36 @@ TEST_F(CorrelatorTest, AZeroBaselineNeverOutranksThePauseThatExplainsTheStall) {
   EXPECT_GT(top[1].score, top[0].score);  // its score alone would have led
 }
 
+// The demo's storm as it came out once the learner had a baseline: xmit_wait
+// at 217k ticks/s before the span (an earlier episode in its baseline
+// window) and 119M/s in it scores ~180 against that baseline, the pause
+// (95 % of the span) ~19: the pause fraction still leads, whatever the
+// baseline window held; the rate follows.
+TEST_F(CorrelatorTest, APauseFractionLeadsRatesJudgedAgainstABaseline) {
+  SeriesId pause = Add(PauseKey("eth0", 3));
+  SeriesKey wait_key{"counters", "port_xmit_wait", "mlx5_0", 1, ""};
+  SeriesId wait = Add(wait_key);
+  const int64_t s0 = kT + 10 * kSec, s1 = kT + 10 * kSec + 630 * kMs;
+  Fill(pause, kT, kT + 20 * kSec, 10 * kMs, [&](int64_t ts) {
+    const int64_t in = std::clamp(ts, s0, s1) - s0;
+    return static_cast<uint64_t>(in / 1000 * 95 / 100);
+  });
+  Fill(wait, kT, kT + 20 * kSec, 10 * kMs, [&](int64_t ts) {
+    const int64_t in = std::clamp(ts, s0, s1) - s0;
+    const double before = static_cast<double>(std::min(ts, s0) - kT) * 217e3 / 1e9;
+    const double after = static_cast<double>(std::max(ts, s1) - s1) * 217e3 / 1e9;
+    return static_cast<uint64_t>(before + after + static_cast<double>(in) * 0.119);
+  });
+  const SpanCorrelation r = MakeCorrelator().Correlate(MakeSpan(s0, s1));
+  EXPECT_EQ(r.verdict, Verdict::kFabric) << r.reason;
+  const auto top = r.Anomalous();
+  ASSERT_EQ(top.size(), 2u) << r.reason;
+  EXPECT_EQ(top[0].signal, "pfc_pause_seconds");
+  EXPECT_EQ(top[1].raw_name, "port_xmit_wait");
+  EXPECT_FALSE(top[1].no_baseline);  // judged against its own baseline
+  EXPECT_GT(top[1].score, 5 * top[0].score);
+}
+
 TEST_F(CorrelatorTest, SpanShorterThanOnePollInterval) {
   SeriesId p = Add(PauseKey("eth0", 3));
   // Paused 80 ms of the interval [10.0 s, 10.1 s].

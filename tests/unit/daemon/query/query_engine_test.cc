@@ -408,6 +408,8 @@ CorrelatedSpan Judged(uint8_t id, Verdict verdict, bool stall, const std::string
   CorrelatedSpan c;
   c.span = std::make_shared<const Span>(
       MakeSpan(1, id, "decode_step", kT + id * kSec, kT + id * kSec + 30 * kMs));
+  c.correlation.start_unix_nano = c.span->start_unix_nano;
+  c.correlation.end_unix_nano = c.span->end_unix_nano;
   c.correlation.verdict = verdict;
   c.correlation.stall = stall;
   if (!signal.empty()) {
@@ -454,13 +456,18 @@ TEST(SelectSpansTest, SummaryCountsEverySpanWhateverTheSelection) {
   EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kFabric)], 2u);
   EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kClean)], 1u);
   EXPECT_EQ(s.stalls_by_verdict[static_cast<int>(Verdict::kUnknown)], 1u);
-  ASSERT_EQ(s.blamed.size(), 2u);
-  EXPECT_EQ(s.blamed[0].signal, "pfc_pause_seconds");  // most spans first
+  // Blame counts the stalls judged fabric; the fabric span that did not
+  // stall (ecn) is grouped instead.
+  ASSERT_EQ(s.blamed.size(), 1u);
+  EXPECT_EQ(s.blamed[0].signal, "pfc_pause_seconds");
   EXPECT_EQ(s.blamed[0].priority, "3");
   EXPECT_EQ(s.blamed[0].direction, "rx");
   EXPECT_EQ(s.blamed[0].spans, 2u);
-  EXPECT_EQ(s.blamed[1].signal, "ecn_marked_packets");
-  EXPECT_EQ(s.blamed[1].spans, 1u);
+  ASSERT_EQ(s.fabric_groups.size(), 1u);
+  EXPECT_EQ(s.fabric_groups[0].signal, "ecn_marked_packets");
+  EXPECT_EQ(s.fabric_groups[0].spans, 1u);
+  EXPECT_EQ(s.fabric_groups[0].first_start_unix_nano, kT + 8 * kSec);
+  EXPECT_EQ(s.fabric_groups[0].last_end_unix_nano, kT + 8 * kSec + 30 * kMs);
   EXPECT_EQ(s.not_selected, 10u);
   EXPECT_EQ(s.over_limit, 0u);
 }
@@ -483,9 +490,10 @@ TEST(SelectSpansTest, EachSelectorKeepsItsSpansInOrder) {
   EXPECT_EQ(select({.all = false, .unknown = true}, 0, &s), (std::vector<int>{9}));
   EXPECT_EQ(select({.all = false, .clean = true, .unknown = true}, 0, &s),
             (std::vector<int>{1, 2, 3, 4, 5, 7, 9}));
-  // The listing limit keeps the latest stalls first, then the latest other
-  // spans, and counts the rest; the summary still counts every span.
-  EXPECT_EQ(select(stalls_and_fabric, 2, &s), (std::vector<int>{9, 10}));
+  // The listing limit keeps the stalls first (fabric-bound, then longest,
+  // then earliest: all four last 30 ms), then the latest other spans, in
+  // start order, and counts the rest; the summary still counts every span.
+  EXPECT_EQ(select(stalls_and_fabric, 2, &s), (std::vector<int>{6, 10}));
   EXPECT_EQ(s.over_limit, 3u);
   EXPECT_EQ(select(stalls_and_fabric, 4, &s), (std::vector<int>{6, 7, 9, 10}));  // not 8
   EXPECT_EQ(s.over_limit, 1u);
@@ -498,13 +506,56 @@ TEST(SelectSpansTest, EachSelectorKeepsItsSpansInOrder) {
   EXPECT_EQ(s.over_limit, 0u);
 }
 
-TEST(SelectSpansTest, BlamedSignalsAreBounded) {
+TEST(SelectSpansTest, BlamedSignalsAndGroupsAreBounded) {
   std::vector<CorrelatedSpan> v;
   for (uint8_t i = 1; i <= 8; ++i) {
-    v.push_back(Judged(i, Verdict::kFabric, false, "pfc_pause_seconds", std::to_string(i % 8)));
+    v.push_back(Judged(i, Verdict::kFabric, true, "pfc_pause_seconds", std::to_string(i % 8)));
+  }
+  for (uint8_t i = 9; i <= 30; ++i) {
+    v.push_back(Judged(i, Verdict::kFabric, false, "cnp_sent", std::to_string(i % 12)));
   }
   const CorrelateSummary s = SelectSpans(SpanSelection{}, 0, &v);
   EXPECT_EQ(s.blamed.size(), CorrelateSummary::kMaxBlamed);
+  ASSERT_EQ(s.fabric_groups.size(), CorrelateSummary::kMaxFabricGroups);
+  EXPECT_EQ(s.fabric_groups_left_out, 2u);
+  // Most spans first (i % 12 over 9..30: ten priorities hold 2 spans, two
+  // hold 1): the two single-span groups are the ones left out.
+  for (size_t i = 1; i < s.fabric_groups.size(); ++i) {
+    EXPECT_GE(s.fabric_groups[i - 1].spans, s.fabric_groups[i].spans);
+  }
+  size_t grouped = 0;
+  for (const FabricGroup& g : s.fabric_groups) grouped += g.spans;
+  EXPECT_EQ(grouped, 20u);
+}
+
+// Over the limit the longest fabric-bound stall is listed, not the latest:
+// a 622 ms stall early in the range must not be crowded out by later short
+// ones, and a long clean stall ranks after a short fabric one.
+TEST(SelectSpansTest, TheLimitKeepsTheMostFabricBoundLongestStalls) {
+  std::vector<CorrelatedSpan> v;
+  auto stall = [&](uint8_t id, Verdict verdict, int64_t ms) {
+    CorrelatedSpan c =
+        Judged(id, verdict, true, verdict == Verdict::kFabric ? "pfc_pause_seconds" : "");
+    c.correlation.start_unix_nano = kT + id * kSec;
+    c.correlation.end_unix_nano = kT + id * kSec + ms * kMs;
+    v.push_back(std::move(c));
+  };
+  stall(1, Verdict::kFabric, 622);
+  stall(2, Verdict::kClean, 2000);
+  for (uint8_t i = 3; i <= 12; ++i) stall(i, Verdict::kFabric, 40);
+  stall(13, Verdict::kUnknown, 900);
+  CorrelateSummary s;
+  std::vector<CorrelatedSpan> a = v;
+  s = SelectSpans(SpanSelection{}, 1, &a);
+  EXPECT_EQ(Ids(a), (std::vector<int>{1}));
+  a = v;
+  s = SelectSpans(SpanSelection{}, 12, &a);  // 11 fabric, then unknown before clean
+  EXPECT_EQ(Ids(a), (std::vector<int>{1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
+  EXPECT_EQ(s.over_limit, 1u);
+  EXPECT_TRUE(StallRanksBefore(Verdict::kFabric, 1, 5, Verdict::kClean, 100, 1));
+  EXPECT_TRUE(StallRanksBefore(Verdict::kFabric, 100, 5, Verdict::kFabric, 1, 1));
+  EXPECT_TRUE(StallRanksBefore(Verdict::kFabric, 100, 1, Verdict::kFabric, 100, 5));
+  EXPECT_FALSE(StallRanksBefore(Verdict::kFabric, 100, 1, Verdict::kFabric, 100, 1));
 }
 
 TEST_F(QueryEngineTest, CorrelateAppliesTheSelectionAndReportsTheSummary) {
@@ -520,9 +571,15 @@ TEST_F(QueryEngineTest, CorrelateAppliesTheSelectionAndReportsTheSummary) {
   EXPECT_EQ(summary.spans, 3u);
   EXPECT_EQ(summary.by_verdict[static_cast<int>(Verdict::kFabric)], 2u);
   EXPECT_EQ(summary.not_selected, 2u);
-  ASSERT_FALSE(summary.blamed.empty());
+  // One fabric span stalled (blamed), the other did not (grouped).
+  ASSERT_EQ(summary.blamed.size(), 1u);
   EXPECT_EQ(summary.blamed[0].signal, "pfc_pause_seconds");
-  EXPECT_EQ(summary.blamed[0].spans, 2u);
+  EXPECT_EQ(summary.blamed[0].spans, 1u);
+  ASSERT_EQ(summary.fabric_groups.size(), 1u);
+  EXPECT_EQ(summary.fabric_groups[0].signal, "pfc_pause_seconds");
+  EXPECT_EQ(summary.fabric_groups[0].signal_class, SignalClass::kPause);
+  EXPECT_EQ(summary.fabric_groups[0].spans, 1u);
+  EXPECT_GT(summary.fabric_groups[0].peak, 0.3);  // a pause fraction
 
   q.selection = {.all = false, .fabric = true};
   q.max_listed = 1;

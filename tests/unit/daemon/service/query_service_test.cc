@@ -123,7 +123,12 @@ TEST_F(QueryServiceTest, CorrelateSelectsAndSummarizes) {
   EXPECT_EQ(s.blamed(0).signal(), "pfc_pause_seconds");
   EXPECT_EQ(s.blamed(0).direction(), "rx");
   EXPECT_EQ(s.blamed(0).priority(), "3");
-  EXPECT_EQ(s.blamed(0).spans(), 2u);
+  EXPECT_EQ(s.blamed(0).spans(), 1u);  // the stall; the other fabric span is grouped
+  ASSERT_EQ(s.fabric_groups_size(), 1);
+  EXPECT_EQ(s.fabric_groups(0).signal(), "pfc_pause_seconds");
+  EXPECT_EQ(s.fabric_groups(0).signal_class(), "pause");
+  EXPECT_EQ(s.fabric_groups(0).spans(), 1u);
+  EXPECT_LE(s.fabric_groups(0).first_start_unix_nano(), s.fabric_groups(0).last_end_unix_nano());
   EXPECT_EQ(s.not_selected(), 0u);
 
   // Clean only; then stalls only; then fabric with a listing limit of 1.

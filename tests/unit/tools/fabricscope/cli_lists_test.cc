@@ -1,9 +1,11 @@
 // The answers-first CLI (no daemon): correlate's summary line, selection
 // flags and left-out lines; --limit parsing; top's priority filter and row
 // limit.
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tools/fabricscope/cli.h"
 #include "tools/fabricscope/correlate.h"
@@ -42,7 +44,7 @@ v1::CorrelateSummary Summary() {
 TEST(CorrelateSummaryTest, OneLineWithVerdictsStallsAndBlame) {
   EXPECT_EQ(CorrelateSummaryLine(Summary()),
             "1423 spans: 1401 clean, 2 fabric, 20 unknown; 3 stalls: 2 fabric, 1 unknown; "
-            "blamed: pfc_pause_seconds rx prio 3 (2), rdma_errors out_of_sequence (1)");
+            "stalls blamed on: pfc_pause_seconds rx prio 3 (2), rdma_errors out_of_sequence (1)");
   v1::CorrelateSummary quiet;
   quiet.set_spans(1);
   quiet.set_clean(1);
@@ -62,15 +64,15 @@ TEST(CorrelateSummaryTest, ReportStartsWithTheSummaryAndSaysWhatWasLeftOut) {
   v->set_end_unix_nano(1'500'000'000);
   const std::string out = CorrelateReportHuman(r);
   EXPECT_EQ(out.rfind("1423 spans: ", 0), 0u) << out;
-  const size_t limit = out.find("... 1 more earlier selected spans (use --limit N");
+  const size_t limit = out.find("... 1 more selected spans (use --limit N");
   const size_t span = out.find("decode_step  500.0ms  STALL  FABRIC");
   const size_t unselected =
-      out.find("... 1420 more spans not selected (use --verdict, --stalls or --all)\n");
+      out.find("... 1420 more spans not listed (use --verdict, --stalls or --all)\n");
   ASSERT_NE(limit, std::string::npos) << out;
   ASSERT_NE(span, std::string::npos) << out;
   ASSERT_NE(unselected, std::string::npos) << out;
-  EXPECT_LT(limit, span);
-  EXPECT_LT(span, unselected);
+  EXPECT_LT(span, limit);
+  EXPECT_LT(limit, unselected);
   EXPECT_EQ(CorrelateReportHuman(v1::CorrelateResponse()), "no spans matched\n");
 
   const std::string json = CorrelateReportJson(r);
@@ -80,25 +82,114 @@ TEST(CorrelateSummaryTest, ReportStartsWithTheSummaryAndSaysWhatWasLeftOut) {
                        0),
             0u)
       << json;
-  EXPECT_NE(json.find("\"not_selected\":1420,\"over_limit\":1},\n\"spans\":[\n {\"trace_id\""),
+  EXPECT_NE(json.find("\"not_selected\":1420,\"over_limit\":1,\"fabric_groups\":[],"
+                      "\"fabric_groups_left_out\":0},\n\"spans\":[\n {\"trace_id\""),
             std::string::npos)
       << json;
 }
 
+// A stall of `ms` milliseconds starting at `start_s` with `verdict`.
+void AddStall(v1::CorrelateResponse* r, const std::string& name, v1::Verdict verdict,
+              uint64_t start_s, uint64_t ms) {
+  v1::SpanVerdict* v = r->add_spans();
+  v->set_name(name);
+  v->set_verdict(verdict);
+  v->set_stall(true);
+  v->set_start_unix_nano(start_s * 1'000'000'000);
+  v->set_end_unix_nano(start_s * 1'000'000'000 + ms * 1'000'000);
+}
+
+// The first screen: the summary, the stalls judged fabric first and the
+// longest first among them (whatever their start order), then one line per
+// port and signal for the fabric spans that did not stall.
+TEST(CorrelateSummaryTest, StallsRankFirstThenFabricSpansGrouped) {
+  v1::CorrelateResponse r;
+  *r.mutable_summary() = Summary();
+  AddStall(&r, "early_clean", v1::VERDICT_CLEAN, 1, 900);
+  AddStall(&r, "short_fabric", v1::VERDICT_FABRIC, 2, 100);
+  AddStall(&r, "unknown", v1::VERDICT_UNKNOWN, 3, 700);
+  AddStall(&r, "long_fabric", v1::VERDICT_FABRIC, 4, 622);
+  v1::FabricGroup* g = r.mutable_summary()->add_fabric_groups();
+  g->set_signal("cnp_sent");
+  g->set_signal_class("rate");
+  g->set_device("mlx5_1");
+  g->set_port(1);
+  g->set_netdev("eth3");
+  g->mutable_partner()->set_system_name("leaf02");
+  g->mutable_partner()->set_port_id("Ethernet1/1");
+  g->set_spans(57);
+  g->set_first_start_unix_nano(3'600'000'000'000);
+  g->set_last_end_unix_nano(3'658'500'000'000);
+  g->set_peak(30'800);
+  g->set_peak_score(5.8);
+  g = r.mutable_summary()->add_fabric_groups();
+  g->set_signal("pfc_pause_seconds");
+  g->set_signal_class("pause");
+  g->set_netdev("eth2");
+  g->set_priority("3");
+  g->set_direction("rx");
+  g->set_spans(1);
+  g->set_peak(0.812);
+  g->set_peak_score(1.6);
+  r.mutable_summary()->set_fabric_groups_left_out(3);
+  const std::string out = CorrelateReportHuman(r);
+  std::vector<size_t> at;
+  for (const char* name : {"long_fabric", "short_fabric", "unknown", "early_clean"}) {
+    at.push_back(out.find(absl::StrCat("  ", name, "  ")));
+    ASSERT_NE(at.back(), std::string::npos) << name << "\n" << out;
+  }
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << out;
+  const size_t groups = out.find("fabric spans that were not stalls (0), by the port and signal");
+  ASSERT_NE(groups, std::string::npos) << out;
+  EXPECT_LT(at.back(), groups);
+  EXPECT_NE(out.find("     57 spans cnp_sent             mlx5_1/1 eth3 -> leaf02 Ethernet1/1 "
+                     "01:00:00.000 .. 01:00:58.500  peak 30.8k/s, score up to 5.8\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("      1 span  pfc_pause_seconds    eth2 prio 3 rx"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("paused up to 81.2% of a span, score up to 1.6\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  ... 3 more groups (--verdict fabric lists each span)\n"), std::string::npos)
+      << out;
+
+  const std::string json = CorrelateReportJson(r);
+  EXPECT_NE(json.find("\"fabric_groups\":[{\"signal\":\"cnp_sent\",\"signal_class\":\"rate\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"spans\":57,\"first_start_unix_nano\":3600000000000,"
+                      "\"last_end_unix_nano\":3658500000000,\"peak\":30800,\"peak_score\":5.8,"
+                      "\"partner\":{"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"fabric_groups_left_out\":3}"), std::string::npos) << json;
+}
+
+TEST(SpanSelectionTest, GroupedDefaultListsTheStallsAlone) {
+  auto sel = ParseSpanSelection(Parse({}), /*default_all=*/false, /*grouped=*/true);
+  ASSERT_TRUE(sel.ok());
+  ASSERT_TRUE(sel->has_value());
+  EXPECT_TRUE((*sel)->stalls());
+  EXPECT_EQ((*sel)->verdicts_size(), 0);
+  sel = ParseSpanSelection(Parse({"--verdict=fabric"}), false, /*grouped=*/true);
+  ASSERT_TRUE(sel.ok());
+  ASSERT_EQ((*sel)->verdicts_size(), 1);  // asked for: each listed
+}
+
 TEST(SpanSelectionTest, DefaultIsStallsAndFabricOrEverySpanForIds) {
-  auto sel = ParseSpanSelection(Parse({}), /*default_all=*/false);
+  auto sel = ParseSpanSelection(Parse({}), /*default_all=*/false, /*grouped=*/false);
   ASSERT_TRUE(sel.ok());
   ASSERT_TRUE(sel->has_value());
   EXPECT_TRUE((*sel)->stalls());
   ASSERT_EQ((*sel)->verdicts_size(), 1);
   EXPECT_EQ((*sel)->verdicts(0), v1::VERDICT_FABRIC);
-  sel = ParseSpanSelection(Parse({}), /*default_all=*/true);
+  sel = ParseSpanSelection(Parse({}), /*default_all=*/true, /*grouped=*/false);
   ASSERT_TRUE(sel.ok());
   EXPECT_FALSE(sel->has_value());
 }
 
 TEST(SpanSelectionTest, VerdictStallsAndAllReplaceTheDefault) {
-  auto sel = ParseSpanSelection(Parse({"--verdict=clean,unknown", "--verdict", "fabric"}), false);
+  auto sel =
+      ParseSpanSelection(Parse({"--verdict=clean,unknown", "--verdict", "fabric"}), false, false);
   ASSERT_TRUE(sel.ok());
   ASSERT_TRUE(sel->has_value());
   EXPECT_FALSE((*sel)->stalls());
@@ -107,21 +198,21 @@ TEST(SpanSelectionTest, VerdictStallsAndAllReplaceTheDefault) {
   EXPECT_EQ((*sel)->verdicts(1), v1::VERDICT_UNKNOWN);
   EXPECT_EQ((*sel)->verdicts(2), v1::VERDICT_FABRIC);
 
-  sel = ParseSpanSelection(Parse({"--stalls"}), false);
+  sel = ParseSpanSelection(Parse({"--stalls"}), false, false);
   ASSERT_TRUE(sel.ok());
   ASSERT_TRUE(sel->has_value());
   EXPECT_TRUE((*sel)->stalls());
   EXPECT_EQ((*sel)->verdicts_size(), 0);
 
-  sel = ParseSpanSelection(Parse({"--all"}), false);
+  sel = ParseSpanSelection(Parse({"--all"}), false, false);
   ASSERT_TRUE(sel.ok());
   EXPECT_FALSE(sel->has_value());
 
-  sel = ParseSpanSelection(Parse({"--verdict=bogus"}), false);
+  sel = ParseSpanSelection(Parse({"--verdict=bogus"}), false, false);
   ASSERT_FALSE(sel.ok());
   EXPECT_NE(sel.status().message().find("invalid value \"bogus\" for flag --verdict"),
             std::string::npos);
-  EXPECT_FALSE(ParseSpanSelection(Parse({"--all", "--stalls"}), false).ok());
+  EXPECT_FALSE(ParseSpanSelection(Parse({"--all", "--stalls"}), false, false).ok());
 }
 
 // A failed call says what to check next where the status tells it.
