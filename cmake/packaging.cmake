@@ -9,7 +9,8 @@
 #   /lib/systemd/system/fabricscoped.service     deploy/systemd (Debian 12 still
 #                                                ships units under /lib)
 #   /etc/fabricscope/fabricscoped.conf           conffile: every option commented
-#                                                out at its default, generated from
+#                                                out at its default but the package's
+#                                                settings, generated from
 #                                                `fabricscoped --help`
 #                                                (tools/gen-default-config.sh)
 #   /usr/share/fabricscope/prometheus/           recording, alerting and fleet rules,
@@ -19,6 +20,9 @@
 #   /usr/share/man/man1/fabricscope.1.gz, fabricsim.1.gz
 #   /usr/share/doc/fabricscope/README.md         deploy/README.md (the unit's
 #                                                Documentation=)
+#   /usr/share/doc/fabricscope/copyright         deploy/deb/copyright (Debian's
+#                                                machine-readable format)
+#   /usr/share/doc/fabricscope/changelog.gz      deploy/deb/changelog
 # Dependencies are computed by dpkg-shlibdeps (dpkg-dev) from the binaries.
 # The maintainer scripts (deploy/deb/) only enable, start, stop and purge the
 # unit the way dh_installsystemd does; the unit's user is systemd's
@@ -28,11 +32,16 @@ include(GNUInstallDirs)
 # --- generated files: default config, man pages -----------------------------
 set(FABRICSCOPE_PACKAGING_DIR ${CMAKE_BINARY_DIR}/packaging)
 set(FABRICSCOPE_DEFAULT_CONFIG ${FABRICSCOPE_PACKAGING_DIR}/fabricscoped.conf)
+# What the package sets in the conffile (uncommented there), not as a unit
+# flag: a flag would win over the file and make editing it do nothing. The
+# state directory is the unit's StateDirectory (the memory budgets stay at
+# their defaults, which the unit's MemoryMax leaves room for).
+set(FABRICSCOPE_PACKAGE_SETTINGS state-dir=/var/lib/fabricscope)
 add_custom_command(
   OUTPUT ${FABRICSCOPE_DEFAULT_CONFIG}
   COMMAND ${CMAKE_COMMAND} -E make_directory ${FABRICSCOPE_PACKAGING_DIR}
   COMMAND bash ${CMAKE_SOURCE_DIR}/tools/gen-default-config.sh $<TARGET_FILE:fabricscoped>
-          > ${FABRICSCOPE_DEFAULT_CONFIG}.tmp
+          ${FABRICSCOPE_PACKAGE_SETTINGS} > ${FABRICSCOPE_DEFAULT_CONFIG}.tmp
   COMMAND ${CMAKE_COMMAND} -E rename ${FABRICSCOPE_DEFAULT_CONFIG}.tmp ${FABRICSCOPE_DEFAULT_CONFIG}
   DEPENDS fabricscoped ${CMAKE_SOURCE_DIR}/tools/gen-default-config.sh
   COMMENT "fabricscoped.conf (commented defaults from fabricscoped --help)"
@@ -70,6 +79,19 @@ else()
   message(STATUS "help2man not found: no man pages in the install and the package "
                  "(deploy/bootstrap.sh installs it)")
 endif()
+# The Debian changelog (a native package's /usr/share/doc/<pkg>/changelog.gz,
+# which Debian policy requires): deploy/deb/changelog, whose top entry must
+# name the project's version (tests/e2e/deb_package_test.sh checks it).
+set(FABRICSCOPE_CHANGELOG ${FABRICSCOPE_PACKAGING_DIR}/changelog.gz)
+add_custom_command(
+  OUTPUT ${FABRICSCOPE_CHANGELOG}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${FABRICSCOPE_PACKAGING_DIR}
+  COMMAND gzip -9n -c ${CMAKE_SOURCE_DIR}/deploy/deb/changelog > ${FABRICSCOPE_CHANGELOG}
+  DEPENDS ${CMAKE_SOURCE_DIR}/deploy/deb/changelog
+  COMMENT "changelog.gz"
+  VERBATIM)
+list(APPEND FABRICSCOPE_PACKAGING_OUTPUTS ${FABRICSCOPE_CHANGELOG})
+install(FILES ${FABRICSCOPE_CHANGELOG} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 add_custom_target(fabricscope_packaging_files ALL DEPENDS ${FABRICSCOPE_PACKAGING_OUTPUTS})
 
 # --- install rules ----------------------------------------------------------
@@ -86,7 +108,7 @@ install(FILES
           ${CMAKE_SOURCE_DIR}/deploy/grafana/fabricscope.json
           ${CMAKE_SOURCE_DIR}/deploy/grafana/fabricscope-fleet.json
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fabricscope/grafana)
-install(FILES ${CMAKE_SOURCE_DIR}/deploy/README.md
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/README.md ${CMAKE_SOURCE_DIR}/deploy/deb/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # --- CPack: the Debian package ----------------------------------------------

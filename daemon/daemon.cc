@@ -251,10 +251,14 @@ absl::Status Daemon::Init() {
   Log(LogLevel::kInfo, "daemon", "fabricscoped starting",
       {{"version", kVersion},
        {"revision", kRevision},
+       {"config", command_line_.config.config_file},
        {"sysfs_root", config_.sysfs_root},
        {"replay", config_.replay_file},
        {"collectors", absl::StrJoin(names, ",")},
-       {"hot_interval", absl::FormatDuration(config_.hot_interval)}});
+       {"hot_interval", absl::FormatDuration(config_.hot_interval)},
+       {"store_memory_bytes", absl::StrCat(config_.store_memory_bytes)},
+       {"span_memory_bytes", absl::StrCat(config_.span_memory_bytes)},
+       {"state_dir", config_.state_dir}});
   if (config_.replay_file.empty()) WarnAboutSysfsRoot();
   if (!config_.metrics_auth_file.empty()) {
     Log(LogLevel::kWarn, "daemon",

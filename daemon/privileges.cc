@@ -3,11 +3,14 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +77,24 @@ std::string NearestExisting(const std::string& path) {
   return p.empty() ? std::string(".") : p.string();
 }
 
+// For a socket the daemon may not connect to: its group, which is how access
+// to one is granted (lldpd: root:_lldpd, mode 0770). "" when unknown.
+std::string SocketGroupHint(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || (st.st_mode & S_IWGRP) == 0) return "";
+  std::string group = absl::StrCat(st.st_gid);
+  std::vector<char> buf(16384);
+  struct group gr {};
+  struct group* found = nullptr;
+  if (getgrgid_r(st.st_gid, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    group = found->gr_name;
+  }
+  return absl::StrCat("; the socket is open to group ", group,
+                      ": run the daemon with it (systemd: SupplementaryGroups=", group,
+                      ", as the packaged unit does for _lldpd; --user: usermod -aG ", group,
+                      " USER)");
+}
+
 }  // namespace
 
 std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses) {
@@ -112,8 +133,12 @@ std::vector<std::string> CheckPathAccess(const std::vector<PathUse>& uses) {
                                       std::strerror(errno), ")"));
       continue;
     }
-    problems.push_back(
-        absl::StrCat("--", use.option, " ", use.path, " ", what, " (", std::strerror(err), ")"));
+    std::string problem =
+        absl::StrCat("--", use.option, " ", use.path, " ", what, " (", std::strerror(err), ")");
+    if (use.access == PathUse::Access::kSocket && err == EACCES) {
+      absl::StrAppend(&problem, SocketGroupHint(use.path));
+    }
+    problems.push_back(std::move(problem));
   }
   return problems;
 }

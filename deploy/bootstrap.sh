@@ -29,8 +29,9 @@ packages=(
   # the Debian package (cpack -G DEB, e2e_deb_package): dpkg-shlibdeps computes
   # its dependencies, help2man makes the man pages from --help, and CPack
   # runs `file` on each installed file to find the ones dpkg-shlibdeps reads
-  # (a minimal Debian 12 has no `file`: tests/e2e/bootstrap_tools_test.sh)
-  dpkg-dev help2man file
+  # (a minimal Debian 12 has no `file`: tests/e2e/bootstrap_tools_test.sh);
+  # lintian checks the package against Debian policy
+  dpkg-dev help2man file lintian
 )
 
 missing=()

@@ -14,7 +14,7 @@ command -v dpkg-query >/dev/null || skip "not a Debian system (no dpkg-query)"
 # Commands the build, tests/, tools/ and cmake/packaging.cmake run.
 commands=(
   cmake ninja g++ clang pkg-config git clang-format protoc grpc_cpp_plugin
-  cpack dpkg dpkg-deb dpkg-shlibdeps dpkg-query help2man file objdump
+  cpack dpkg dpkg-deb dpkg-shlibdeps dpkg-query help2man file objdump lintian
   prometheus promtool prometheus-node-exporter lldpd lldpcli
   ip tc ethtool pgrep pkill ps curl jq openssl python3 node npm systemd-analyze
   setpriv su mktemp timeout awk sed grep gzip tar install

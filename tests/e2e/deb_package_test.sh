@@ -9,8 +9,11 @@
 #     computed by dpkg-shlibdeps (gRPC, protobuf, libnl, libc...); maintainer
 #     scripts that are valid sh.
 #  3. The default configuration lists every option of fabricscoped --help
-#     (commented out) and, with every option uncommented, is accepted by the
-#     daemon, which then serves /metrics.
+#     (commented out, but state-dir, which the package sets there and not as
+#     a unit flag) and, with every option uncommented, is accepted by the
+#     daemon, which then serves /metrics with the file's settings in effect.
+#     The unit passes --config alone and lldpd's group; copyright and
+#     changelog are Debian's; lintian finds no error.
 #  4. `dpkg --root=SCRATCH --force-depends --force-script-chrootless -i`
 #     installs it into an empty scratch root, recorded in that root's dpkg
 #     database with its conffile; `fabricscoped --version` runs from there
@@ -67,9 +70,11 @@ has -rw-r--r-- usr/share/man/man8/fabricscoped.8.gz
 has -rw-r--r-- usr/share/man/man1/fabricscope.1.gz
 has -rw-r--r-- usr/share/man/man1/fabricsim.1.gz
 has -rw-r--r-- usr/share/doc/fabricscope/README.md
+has -rw-r--r-- usr/share/doc/fabricscope/copyright
+has -rw-r--r-- usr/share/doc/fabricscope/changelog.gz
 # Nothing else but directories (no test binaries, no build files).
 n_files=$(grep -vc '^d' "$WORK/contents")
-[ "$n_files" = 15 ] || { grep -v "^d" "$WORK/contents"; fail "expected 15 files in the package, got $n_files"; }
+[ "$n_files" = 17 ] || { grep -v "^d" "$WORK/contents"; fail "expected 17 files in the package, got $n_files"; }
 
 dpkg-deb -I "$DEB" >"$WORK/info" || fail "dpkg-deb -I failed"
 field() { dpkg-deb -f "$DEB" "$1"; }
@@ -101,9 +106,29 @@ for r in fabricscope-recording.rules.yml fabricscope-alerts.rules.yml fabricscop
 done
 cmp "$WORK/x/usr/share/fabricscope/grafana/fabricscope.json" "$SRC/deploy/grafana/fabricscope.json" ||
   fail "dashboard differs from deploy/"
-# The unit runs what the package installs, with the packaged config.
-grep -q '^ExecStart=/usr/bin/fabricscoped --config=/etc/fabricscope/fabricscoped.conf ' \
-  "$WORK/x/lib/systemd/system/fabricscoped.service" || fail "the unit does not run /usr/bin/fabricscoped with the packaged config"
+# The unit runs what the package installs with the packaged config and no
+# other flag (a flag would win over the conffile: editing it would do
+# nothing), with lldpd's group for its socket (the package depends on lldpd).
+UNIT_FILE="$WORK/x/lib/systemd/system/fabricscoped.service"
+[ "$(grep '^ExecStart=' "$UNIT_FILE")" = 'ExecStart=/usr/bin/fabricscoped --config=/etc/fabricscope/fabricscoped.conf' ] ||
+  fail "the unit's ExecStart is not exactly fabricscoped --config=<the conffile>: $(grep '^ExecStart=' "$UNIT_FILE")"
+grep -qx 'SupplementaryGroups=_lldpd' "$UNIT_FILE" || fail "the unit does not give the daemon lldpd's group"
+grep -Eq '(^|, )lldpd( |,|$)' <<<"$(field Depends)" || fail "Depends lacks lldpd (the unit names its group): $(field Depends)"
+# Debian policy: a machine-readable copyright file and a changelog whose top
+# entry is this version; lintian finds no error.
+head -n1 "$WORK/x/usr/share/doc/fabricscope/copyright" | grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+  fail "copyright is not in the machine-readable format"
+grep -q '^License: ' "$WORK/x/usr/share/doc/fabricscope/copyright" || fail "copyright names no license"
+zcat "$WORK/x/usr/share/doc/fabricscope/changelog.gz" | head -n1 | grep -q "^fabricscope ($VERSION) " ||
+  fail "changelog's top entry is not $VERSION: $(zcat "$WORK/x/usr/share/doc/fabricscope/changelog.gz" | head -n1)"
+if command -v lintian >/dev/null; then
+  lintian --fail-on error --tag-display-limit 0 "$DEB" >"$WORK/lintian.txt" 2>&1 ||
+    { cat "$WORK/lintian.txt"; fail "lintian reports errors (above)"; }
+  echo "lintian: no errors ($(grep -c '^W: ' "$WORK/lintian.txt" || true) warnings)"
+  grep '^W: ' "$WORK/lintian.txt" || true
+else
+  fail "lintian not installed (deploy/bootstrap.sh installs it)"
+fi
 # Man pages: every daemon flag documented.
 # (help2man sets only the part of a flag before a '.' in bold: drop the font
 # changes.)
@@ -120,17 +145,29 @@ zcat "$WORK/x/usr/share/man/man1/fabricscope.1.gz" | grep -q 'correlate' || fail
 CONF="$WORK/x/etc/fabricscope/fabricscoped.conf"
 want=$("$DAEMON" --help | sed -n 's/^  --\([a-z][a-z0-9.-]*\).*/\1/p' |
   grep -vx 'config\|list-collectors\|dump-metrics-reference\|dump-options-reference\|explain-cost\|version\|help' | sort)
-got=$(sed -n 's/^#\([a-z][a-z0-9.-]*\) =.*/\1/p' "$CONF" | sort)
+got=$(sed -n 's/^#\{0,1\}\([a-z][a-z0-9.-]*\) =.*/\1/p' "$CONF" | sort)
 [ "$want" = "$got" ] || fail "the default config does not list exactly the daemon's options: $(diff <(echo "$want") <(echo "$got") || true)"
 grep -q '^#sysfs-root = /sys$' "$CONF" || fail "sysfs-root default missing"
 grep -q '^#metrics-listen = 0.0.0.0:9478$' "$CONF" || fail "metrics-listen default missing"
-[ -z "$(grep -v '^#' "$CONF" | grep -v '^$' || true)" ] || fail "the default config sets something (it must only comment)"
+# The one setting the package makes: the unit's StateDirectory, set in the
+# file (not as a unit flag), with the built-in default said next to it.
+[ "$(grep -v '^#' "$CONF" | grep -v '^$' || true)" = 'state-dir = /var/lib/fabricscope' ] ||
+  fail "the default config sets more or less than state-dir: $(grep -v '^#' "$CONF" | grep -v '^$')"
+grep -B1 '^state-dir = ' "$CONF" | grep -q '^# Set by this installation (built-in default: "")\.$' ||
+  fail "state-dir's line does not say the built-in default"
 sed 's/^#\([a-z][a-z0-9.-]*\) =/\1 =/' "$CONF" >"$WORK/all.conf"
 mkdir -p "$WORK/sys/class/infiniband" "$WORK/sys/class/net"
+# Every option uncommented; the packaged state-dir pointed into the test's
+# directory; budgets edited: what the file says is what the daemon runs with
+# (its start line), and the snapshot lands in the file's state-dir.
+sed -i "s|^state-dir = .*|state-dir = $WORK/state|; s|^store-memory = .*|store-memory = 96MiB|" "$WORK/all.conf"
 start_daemon --config="$WORK/all.conf" --sysfs-root="$SRC/tests/fixtures/sysfs/root" --lldpd-socket=
 scrape >"$WORK/m" || fail "no scrape with the uncommented default config"
 grep -q '^fabricscope_build_info{' "$WORK/m" || fail "no build_info"
+grep 'msg="fabricscoped starting"' "$WORK/daemon.log" | grep -F "state_dir=$WORK/state" | grep -q 'store_memory_bytes=100663296' ||
+  fail "the config file's state-dir and store-memory did not take effect: $(grep 'fabricscoped starting' "$WORK/daemon.log")"
 stop_daemon
+[ -f "$WORK/state/snapshot" ] || fail "no snapshot in the config file's state-dir: $(ls -la "$WORK/state" 2>&1)"
 
 # --- 4. install into a scratch root -----------------------------------------
 ROOT="$WORK/root"

@@ -143,6 +143,68 @@ wait_until 30 "partner $NAME_B on $IA" one_partner "$NAME_B"
 lldp_up 1 || lldpd_fail "fabricscope_topology_source_up{source=\"lldp\"} is not 1"
 echo "ok: partner appeared: $(partner_lines)"
 
+# --- The packaged unit's user reaches lldpd's socket (issue #35, item 5) ----
+# The unit runs a DynamicUser with the unit's SupplementaryGroups; lldpd made
+# the socket (mode and group its own). An unprivileged user with that group
+# (setpriv, as systemd would set it up) reads the partner; the same user
+# without it gets the lldp source down and a log line that names the group.
+# The daemon runs from a copy in $WORK: the checkout may be private to root.
+UNIT="$SRC/deploy/systemd/fabricscoped.service"
+UNIT_GROUP=$(sed -n 's/^SupplementaryGroups=//p' "$UNIT")
+[ "$UNIT_GROUP" = _lldpd ] || lldpd_fail "the unit's SupplementaryGroups is '$UNIT_GROUP', want _lldpd"
+echo "lldpd socket: $(stat -c '%A %U:%G' "$WORK/lldpd0.sock")"
+[ "$(stat -c %G "$WORK/lldpd0.sock")" = "$UNIT_GROUP" ] ||
+  lldpd_fail "lldpd's socket group is $(stat -c %G "$WORK/lldpd0.sock"), not the unit's $UNIT_GROUP"
+command -v setpriv >/dev/null || fail "setpriv (util-linux) not installed"
+install -m 0755 "$DAEMON" "$WORK/fabricscoped"
+# as_unit_user TAG SETPRIV_GROUP_ARGS...: the daemon as nobody in A's
+# namespace; waits for its metrics address (AS_ADDR) and two config ticks.
+as_unit_user() {
+  local tag=$1
+  shift
+  ip netns exec "$NA" setpriv --reuid=nobody --regid=nogroup "$@" -- "$WORK/fabricscoped" \
+    --sysfs-root="$WORK/sys" --netdev-include="$IA" --collectors=topology --config-interval=1s \
+    --lldpd-socket="$WORK/lldpd0.sock" --metrics-listen=127.0.0.1:0 --grpc-listen=127.0.0.1:0 \
+    >"$WORK/$tag.out" 2>"$WORK/$tag.log" &
+  AS_PID=$!
+  PIDS+=("$AS_PID")
+  AS_ADDR=""
+  for _ in $(seq 1 $(tries 100)); do
+    AS_ADDR=$(sed -n 's/.*msg="serving metrics" address=\([^ ]*\).*/\1/p' "$WORK/$tag.log" | head -n1)
+    [ -n "$AS_ADDR" ] && break
+    kill -0 "$AS_PID" 2>/dev/null || lldpd_fail "daemon as nobody ($tag) exited: $(cat "$WORK/$tag.log")"
+    sleep 0.1
+  done
+  [ -n "$AS_ADDR" ] || lldpd_fail "daemon as nobody ($tag) logged no metrics address"
+  local deadline=$((SECONDS + 30))
+  while :; do
+    ip netns exec "$NA" curl -sf --max-time 5 "http://$AS_ADDR/metrics" >"$WORK/$tag.metrics" || true
+    [ "$(metric_value 'fabricscope_scheduler_ticks_total{tier="config"}' "$WORK/$tag.metrics")" -ge 2 ] 2>/dev/null && break
+    [ "$SECONDS" -lt "$deadline" ] || lldpd_fail "daemon as nobody ($tag): no two config ticks in 30 s"
+    sleep 0.5
+  done
+}
+as_unit_user with-group --groups="$UNIT_GROUP"
+deadline=$((SECONDS + 30))
+until grep -q "^fabricscope_link_partner_info{.*partner_system_name=\"$NAME_B\"" "$WORK/with-group.metrics"; do
+  [ "$SECONDS" -lt "$deadline" ] || lldpd_fail "nobody with $UNIT_GROUP: no partner: $(grep topology "$WORK/with-group.log" | tail -3)"
+  sleep 0.5
+  ip netns exec "$NA" curl -sf --max-time 5 "http://$AS_ADDR/metrics" >"$WORK/with-group.metrics" || true
+done
+grep -qx 'fabricscope_topology_source_up{source="lldp"} 1' "$WORK/with-group.metrics" ||
+  lldpd_fail "nobody with $UNIT_GROUP: lldp source not up"
+kill -TERM "$AS_PID"
+wait "$AS_PID" || lldpd_fail "daemon as nobody with $UNIT_GROUP did not stop cleanly"
+echo "ok: as nobody with group $UNIT_GROUP (the unit's): partner read"
+as_unit_user without-group --clear-groups
+grep -qx 'fabricscope_topology_source_up{source="lldp"} 0' "$WORK/without-group.metrics" ||
+  lldpd_fail "nobody without $UNIT_GROUP: lldp source up"
+grep 'level=error' "$WORK/without-group.log" | grep -F "$WORK/lldpd0.sock" | grep -q "$UNIT_GROUP" ||
+  lldpd_fail "nobody without $UNIT_GROUP: no start-up error naming the socket and the group: $(cat "$WORK/without-group.log")"
+kill -TERM "$AS_PID"
+wait "$AS_PID" || true
+echo "ok: as nobody without it: lldp down, the start-up error names $UNIT_GROUP"
+
 lldpcli -u "$WORK/lldpd1.sock" configure system hostname "$NAME_B2" >/dev/null ||
   lldpd_fail "lldpcli could not rename B"
 wait_until 30 "partner renamed to $NAME_B2" one_partner "$NAME_B2"
