@@ -724,6 +724,12 @@ absl::StatusOr<Config> ReloadConfig(const std::string& file,
   return Build(file, *flags);
 }
 
+std::vector<std::pair<std::string, std::string>> RenderedOptions(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Option& o : Options()) out.emplace_back(o.name, o.get(config));
+  return out;
+}
+
 std::vector<std::string> RestartOnlyChanges(const Config& a, const Config& b) {
   std::vector<std::string> changed;
   for (const Option& o : Options()) {

@@ -171,4 +171,8 @@ std::string OptionsReference();
 // change without a restart.
 std::vector<std::string> RestartOnlyChanges(const Config& a, const Config& b);
 
+// Every option (daemon, collector, detector) and its value in `config`,
+// rendered as its flag takes it, in --help order (a recording's header).
+std::vector<std::pair<std::string, std::string>> RenderedOptions(const Config& config);
+
 }  // namespace fabricscope

@@ -238,7 +238,15 @@ absl::Status Daemon::Init() {
         span_store_.get(), correlator_.get(), span_aggregates_.get(), clock_, &metrics_, wopt);
     query_engine_ = std::make_unique<QueryEngine>(span_store_.get(), correlator_.get(),
                                                   store_.get(), &ports_, events_.get(), clock_);
-    query_service_ = std::make_unique<QueryService>(query_engine_.get());
+    // A recording says how the daemon that wrote it ran (`fabricscope
+    // analyze` applies the options that verdicts and events depend on).
+    query_service_ = std::make_unique<QueryService>(
+        query_engine_.get(),
+        [options = RenderedOptions(config_), learner = stall_learner_.get()](RecordingHeader* h) {
+          h->version = absl::StrCat(kVersion, " (", kRevision, ")");
+          h->options = options;
+          h->stall_bounds = learner->Bounds();
+        });
     grpc_server_->AddService(query_service_.get());
   }
   if (!config_.replay_file.empty()) {

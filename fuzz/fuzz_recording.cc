@@ -2,7 +2,8 @@
 // ParseRecordingLine on the input as one line, ParseSpanJson on it (what
 // `fabricscope push` reads), and the writer/reader round trip: a line the
 // reader accepts, written back with FormatSampleLine / FormatSpanLine, reads
-// back to the same sample / span (the fields the writer carries).
+// back to the same sample / span (the fields the writer carries, the stall
+// judgement), and a header or incident line is written back alike.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -51,12 +52,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again.ok());
     FUZZ_CHECK(again->type == fabricscope::RecordingLine::kIncident);
     FUZZ_CHECK(fabricscope::FormatIncidentLine(again->incident) == written);
+  } else if (rec.ok() && rec->type == fabricscope::RecordingLine::kHeader) {
+    // The same for a header: written, read, written again alike.
+    const std::string written = fabricscope::FormatRecordingHeaderLine(rec->header);
+    absl::StatusOr<fabricscope::RecordingLine> again = fabricscope::ParseRecordingLine(written);
+    FUZZ_CHECK(again.ok());
+    FUZZ_CHECK(again->type == fabricscope::RecordingLine::kHeader);
+    FUZZ_CHECK(fabricscope::FormatRecordingHeaderLine(again->header) == written);
+    // Applying its options never half-applies: an error leaves the settings.
+    fabricscope::AnalysisSettings settings;
+    (void)fabricscope::ApplyRecordedOptions(rec->header.options, &settings);
   } else if (rec.ok()) {
-    const std::string written = fabricscope::FormatSpanLine(rec->span);
+    const std::string written = fabricscope::FormatSpanLine(rec->span, &rec->judgement);
     absl::StatusOr<fabricscope::RecordingLine> again = fabricscope::ParseRecordingLine(written);
     FUZZ_CHECK(again.ok());
     FUZZ_CHECK(again->type == fabricscope::RecordingLine::kSpan);
     CheckSameWrittenFields(rec->span, again->span);
+    FUZZ_CHECK(again->judgement.judged == rec->judgement.judged);
+    FUZZ_CHECK(again->judgement.stall == rec->judgement.stall);
+    FUZZ_CHECK(again->judgement.key == rec->judgement.key);
+    FUZZ_CHECK(fabricscope::FormatSpanLine(again->span, &again->judgement) == written);
   }
 
   absl::StatusOr<fabricscope::v1::Span> span = fabricscope::ParseSpanJson(line);

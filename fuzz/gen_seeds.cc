@@ -11,7 +11,8 @@
 //                     (built with libnl); RDMA netlink replies (device dump,
 //                     STAT_GET, STAT_GET_STATUS, QP counter objects) served
 //                     by the fake kernel of tests/support/rdma_netlink_fake.h
-//   fuzz_recording    sample, span and incident lines written by the recording writer
+//   fuzz_recording    sample, span (with and without a judgement), header and
+//                     incident lines written by the recording writer
 //   fuzz_config       one file setting every option to its default (from
 //                     HelpText(), each line checked with ApplyConfigText)
 //   fuzz_snapshot     state snapshots written by WriteSnapshot (a small
@@ -374,6 +375,31 @@ void Recording() {
     a->set_value(v);
   }
   Write("fuzz_recording", "span_line", fabricscope::FormatSpanLine(s));
+  fabricscope::StallJudgement judgement;
+  judgement.judged = true;
+  judgement.stall = true;
+  judgement.source = fabricscope::StallSource::kLearned;
+  judgement.cost = 629.6e6;
+  judgement.bound = 58.9e6;
+  judgement.samples = 1453;
+  judgement.key = "fabricsim decode_step";
+  Write("fuzz_recording", "span_judged", fabricscope::FormatSpanLine(s, &judgement));
+  fabricscope::RecordingHeader header;
+  header.version = "0.1.0 (seed)";
+  header.from_unix_nano = 1760000000000000000;
+  header.to_unix_nano = 1760000060000000000;
+  header.ports.push_back({"mlx5_0", 1, "eth2", "Ethernet", "ACTIVE", "200 Gb/sec (4X HDR)", true,
+                          "mlx5", "28.39.1002"});
+  header.topology.partners.push_back(
+      {"mlx5_0", 1, "eth2", "lldp", "02:00:00:00:01:00", "leaf01", "Ethernet1/1", "to host"});
+  header.topology.ports.push_back({"mlx5_0", 1, "eth2", "0000:04:00.0", 1});
+  header.topology.gpus.push_back({"0000:03:00.0", 0, "nvidia", "H100", 0});
+  header.topology.affinity.push_back({"0000:03:00.0", 0, "mlx5_0", fabricscope::PciRelation::kPix});
+  header.options = {{"correlate-rate-factor", "3"},
+                    {"baseline-window", "10s"},
+                    {"stall-thresholds", "decode_step=200ms"},
+                    {"pfc-storm-fraction", "0.8"}};
+  Write("fuzz_recording", "header", fabricscope::FormatRecordingHeaderLine(header));
   Write("fuzz_recording", "span_object", fabricscope::FormatSpanJson(s));
   // The reader's extras: unknown fields, \u escapes, nesting, stall, rdma_port.
   Write("fuzz_recording", "span_extras",

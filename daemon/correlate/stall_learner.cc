@@ -84,6 +84,22 @@ absl::string_view StallCostName(StallCost cost) {
   return "duration";
 }
 
+std::optional<StallCost> ParseStallCostName(absl::string_view name) {
+  for (StallCost c : {StallCost::kDuration, StallCost::kTimePerOutputToken, StallCost::kTimePerByte,
+                      StallCost::kTimePerPromptToken}) {
+    if (name == StallCostName(c)) return c;
+  }
+  return std::nullopt;
+}
+
+std::optional<StallSource> ParseStallSourceName(absl::string_view name) {
+  for (StallSource s :
+       {StallSource::kNone, StallSource::kFlag, StallSource::kConfigured, StallSource::kLearned}) {
+    if (name == StallSourceName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 absl::string_view StallSourceName(StallSource source) {
   switch (source) {
     case StallSource::kNone:

@@ -63,6 +63,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -174,5 +175,8 @@ class StallLearner {
 // duration, time_per_output_token, time_per_byte, time_per_prompt_token
 absl::string_view StallCostName(StallCost cost);
 absl::string_view StallSourceName(StallSource source);  // none, flag, configured, learned
+// Their inverses (recordings carry the names); nullopt for another name.
+std::optional<StallCost> ParseStallCostName(absl::string_view name);
+std::optional<StallSource> ParseStallSourceName(absl::string_view name);
 
 }  // namespace fabricscope

@@ -362,6 +362,7 @@ HostTopology QueryEngine::Topology() const {
 absl::Status QueryEngine::Record(const QueryTimeRange& range, RecordSink& sink) const {
   int64_t from = 0, to = 0;
   if (!Resolve(range, &from, &to)) return absl::InvalidArgumentError(kBackwards);
+  if (absl::Status st = sink.OnStart(from, to); !st.ok()) return st;
   for (const SeriesSnapshot& s : store_->Snapshot()) {
     if (absl::Status st = sink.Check(); !st.ok()) return st;
     if (!Complete(s)) continue;

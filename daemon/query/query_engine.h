@@ -204,6 +204,10 @@ struct EventsQuery {
 class RecordSink {
  public:
   virtual ~RecordSink() = default;
+  // Called once first, with the window resolved (what a header says).
+  virtual absl::Status OnStart(int64_t /*from_unix_nano*/, int64_t /*to_unix_nano*/) {
+    return absl::OkStatus();
+  }
   // Asked before each series is read (e.g. "the caller went away").
   virtual absl::Status Check() { return absl::OkStatus(); }
   virtual absl::Status OnSeries(const SeriesSamples& series) = 0;

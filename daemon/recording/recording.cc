@@ -1,12 +1,14 @@
 #include "daemon/recording/recording.h"
 
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/json.h"
+#include "daemon/correlate/stall_learner.h"
 
 namespace fabricscope {
 namespace {
@@ -407,6 +409,53 @@ absl::Status ParseIncident(const JsonValue& obj, IncidentHeader* h) {
 
 std::string JsonDouble(double v) { return std::isfinite(v) ? absl::StrCat(v) : "0"; }
 
+absl::Status DoubleField(const JsonValue& obj, absl::string_view key, double* out) {
+  const JsonValue* v = obj.Get(key);
+  if (v == nullptr) return absl::OkStatus();
+  if (v->type != JsonValue::kNumber || !absl::SimpleAtod(v->raw, out) || !std::isfinite(*out)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", key, "\" must be a finite number"));
+  }
+  return absl::OkStatus();
+}
+
+// A span line's "judgement" (FormatSpanLine).
+absl::Status ParseJudgement(const JsonValue& obj, StallJudgement* j) {
+  if (obj.type != JsonValue::kObject) {
+    return absl::InvalidArgumentError("\"judgement\" must be an object");
+  }
+  *j = StallJudgement{};
+  j->judged = true;
+  if (const JsonValue* stall = obj.Get("stall"); stall != nullptr) {
+    if (stall->type != JsonValue::kBool) {
+      return absl::InvalidArgumentError("\"judgement\".\"stall\" must be true or false");
+    }
+    j->stall = stall->raw == "true";
+  }
+  std::string source, cost_kind;
+  if (auto s = StringField(obj, "source", false, &source); !s.ok()) return s;
+  if (auto s = StringField(obj, "cost_kind", false, &cost_kind); !s.ok()) return s;
+  if (!source.empty()) {
+    std::optional<StallSource> parsed = ParseStallSourceName(source);
+    if (!parsed.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown judgement source \"", source, "\""));
+    }
+    j->source = *parsed;
+  }
+  if (!cost_kind.empty()) {
+    std::optional<StallCost> parsed = ParseStallCostName(cost_kind);
+    if (!parsed.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown cost kind \"", cost_kind, "\""));
+    }
+    j->cost_kind = *parsed;
+  }
+  for (auto [key, field] : {std::pair{"cost", &j->cost}, std::pair{"bound", &j->bound},
+                            std::pair{"median", &j->median}, std::pair{"p99", &j->p99}}) {
+    if (auto s = DoubleField(obj, key, field); !s.ok()) return s;
+  }
+  if (auto s = Uint64Field(obj, "samples", false, &j->samples); !s.ok()) return s;
+  return StringField(obj, "key", false, &j->key);
+}
+
 const char* KindName(v1::SpanKind k) {
   switch (k) {
     case v1::SPAN_KIND_REQUEST:
@@ -440,11 +489,21 @@ absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line) {
     if (auto s = ParseIncident(*incident, &out.incident); !s.ok()) return s;
     return out;
   }
+  if (const JsonValue* header = doc->Get("recording"); header != nullptr) {
+    auto h = RecordingHeaderFromJson(*header);
+    if (!h.ok()) return h.status();
+    out.type = RecordingLine::kHeader;
+    out.header = *std::move(h);
+    return out;
+  }
   if (doc->Get("span") != nullptr) {
     auto span = ParseSpanJson(line);
     if (!span.ok()) return span.status();
     out.type = RecordingLine::kSpan;
     out.span = *std::move(span);
+    if (const JsonValue* j = doc->Get("judgement"); j != nullptr) {
+      if (auto st = ParseJudgement(*j, &out.judgement); !st.ok()) return st;
+    }
     return out;
   }
   out.type = RecordingLine::kSample;
@@ -549,8 +608,20 @@ std::string FormatIncidentLine(const IncidentHeader& h) {
   return out;
 }
 
-std::string FormatSpanLine(const v1::Span& span) {
-  return absl::StrCat("{\"span\":", FormatSpanJson(span), "}");
+std::string FormatSpanLine(const v1::Span& span, const StallJudgement* judgement) {
+  std::string out = absl::StrCat("{\"span\":", FormatSpanJson(span));
+  if (judgement != nullptr && judgement->judged) {
+    const StallJudgement& j = *judgement;
+    absl::StrAppend(&out, ",\"judgement\":{\"stall\":", j.stall ? "true" : "false",
+                    ",\"source\":\"", StallSourceName(j.source), "\",\"cost_kind\":\"",
+                    StallCostName(j.cost_kind), "\",\"cost\":", JsonDouble(j.cost),
+                    ",\"bound\":", JsonDouble(j.bound), ",\"median\":", JsonDouble(j.median),
+                    ",\"p99\":", JsonDouble(j.p99), ",\"samples\":", j.samples, ",\"key\":");
+    AppendJsonString(&out, j.key);
+    out.push_back('}');
+  }
+  out.push_back('}');
+  return out;
 }
 
 }  // namespace fabricscope

@@ -1,7 +1,9 @@
 // The JSON Lines recording format (docs/recording.md): parsing and writing
 // of its line types, sample and span, shared by `fabricscope push`
 // (span lines), `fabricscope record` / `analyze` and `fabricscoped --replay`,
-// and the incident line that heads a recording of a detector episode
+// the recording line that heads what `fabricscope record` writes
+// (recording_header.h), and the incident line that heads a recording of a
+// detector episode
 // (--incident-dir, daemon/recording/incident_writer.h; `fabricscope
 // incidents` reads it, replay and analysis skip it).
 //
@@ -21,6 +23,8 @@
 #include "absl/strings/string_view.h"
 #include "core/series.h"
 #include "daemon/detect/event_log.h"
+#include "daemon/recording/recording_header.h"
+#include "daemon/spans/span.h"
 #include "fabricscope/v1/span.pb.h"
 
 namespace fabricscope {
@@ -81,18 +85,24 @@ struct IncidentHeader {
 
 // One line of a recording.
 struct RecordingLine {
-  enum Type { kSample, kSpan, kIncident } type = kSample;
-  int64_t ts_ns = 0;        // kSample
-  SeriesKey key;            // kSample
-  uint64_t value = 0;       // kSample
-  v1::Span span;            // kSpan
+  enum Type { kSample, kSpan, kIncident, kHeader } type = kSample;
+  int64_t ts_ns = 0;   // kSample
+  SeriesKey key;       // kSample
+  uint64_t value = 0;  // kSample
+  v1::Span span;       // kSpan
+  // kSpan: the daemon's stall judgement of the span when it was recorded
+  // (judged = false: none recorded; the reader judges it).
+  StallJudgement judgement;
   IncidentHeader incident;  // kIncident
+  RecordingHeader header;   // kHeader (recording_header.h)
 };
 absl::StatusOr<RecordingLine> ParseRecordingLine(absl::string_view line);
 
 // The lines, without the trailing newline.
 std::string FormatSampleLine(int64_t ts_ns, const SeriesKey& key, uint64_t value);
-std::string FormatSpanLine(const v1::Span& span);
+// {"span":{...}}, with "judgement":{...} after it when `judgement` is given
+// and judged (docs/recording.md).
+std::string FormatSpanLine(const v1::Span& span, const StallJudgement* judgement = nullptr);
 // The span object alone (what `fabricscope push` reads).
 std::string FormatSpanJson(const v1::Span& span);
 // {"incident":{...}} (docs/recording.md).

@@ -40,6 +40,10 @@ void RecordingFeeder::Feed(size_t line_no, absl::string_view line, std::vector<S
   }
   // What an incident recording is of: nothing to feed.
   if (parsed->type == RecordingLine::kIncident) return;
+  if (parsed->type == RecordingLine::kHeader) {
+    UseHeader(std::move(parsed->header));
+    return;
+  }
   v1::Span& in = parsed->span;
   in.set_start_unix_nano(in.start_unix_nano() + static_cast<uint64_t>(offset_ns_));
   in.set_end_unix_nano(in.end_unix_nano() + static_cast<uint64_t>(offset_ns_));
@@ -62,12 +66,30 @@ void RecordingFeeder::Feed(size_t line_no, absl::string_view line, std::vector<S
   }
   const size_t first = spans->size();
   spans->push_back(std::move(span));
-  if (learner_ == nullptr && spans->back().phase.empty()) return;
-  std::vector<Span> prepared(std::make_move_iterator(spans->begin() + first),
-                             std::make_move_iterator(spans->end()));
-  spans->resize(first);
-  StallLearner::PrepareSpans(learner_, &prepared);
-  for (Span& s : prepared) spans->push_back(std::move(s));
+  if (learner_ != nullptr || !spans->back().phase.empty()) {
+    std::vector<Span> prepared(std::make_move_iterator(spans->begin() + first),
+                               std::make_move_iterator(spans->end()));
+    spans->resize(first);
+    StallLearner::PrepareSpans(learner_, &prepared);
+    for (Span& s : prepared) spans->push_back(std::move(s));
+  }
+  // The daemon's own judgement, where the recording carries it, wins over
+  // this reader's learner (which starts cold and learned from fewer spans);
+  // the learner still learned from the span. Derived spans keep the reader's.
+  if (parsed->judgement.judged) {
+    (*spans)[first].judgement = parsed->judgement;
+    ++stats_.recorded_judgements;
+  }
+}
+
+void RecordingFeeder::UseHeader(RecordingHeader header) {
+  if (header_.has_value()) return;  // the first one describes the recording
+  for (const PortInfo& p : header.ports) {
+    ports_->Upsert(p);
+    seen_ports_.try_emplace(absl::StrCat(p.device, "/", p.port, "/", p.netdev), true);
+  }
+  ports_->SetTopology(header.topology);
+  header_ = std::move(header);
 }
 
 void RecordingFeeder::AddSample(size_t line_no, const RecordingLine& l) {
@@ -184,7 +206,7 @@ void ReplayWorker::Run() {
     if (speed_ > 0 && has_samples) {
       // Pace by the line's time (a quick look at ts_ns / end_unix_nano).
       auto l = ParseRecordingLine(line);
-      if (l.ok() && l->type != RecordingLine::kIncident) {
+      if (l.ok() && (l->type == RecordingLine::kSample || l->type == RecordingLine::kSpan)) {
         const int64_t ts = l->type == RecordingLine::kSample
                                ? l->ts_ns
                                : static_cast<int64_t>(l->span.end_unix_nano());

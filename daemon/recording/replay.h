@@ -1,5 +1,6 @@
 // Reading recordings back (DESIGN.md section 8): the feeder that turns
-// recording lines into store samples and validated spans, used by
+// recording lines into store samples and validated spans (and a header line
+// into the ports and topology it describes), used by
 // `fabricscope analyze` (offline, in the CLI process) and by
 // `fabricscoped --replay` (ReplayWorker, live in the daemon).
 //
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,12 +41,13 @@ struct RecordingStats {
   uint64_t lines = 0;  // non-blank lines read
   uint64_t samples = 0;
   uint64_t spans = 0;
-  uint64_t malformed = 0;         // not JSON, or missing/invalid fields
-  uint64_t unknown_counters = 0;  // series no signal rule maps (ignored, as when polling)
-  uint64_t ignored_samples = 0;   // their samples
-  uint64_t out_of_order = 0;      // samples older than their series' last one
-  uint64_t rejected_spans = 0;    // failed span validation
-  int64_t first_ts_ns = 0;        // of the samples fed
+  uint64_t malformed = 0;            // not JSON, or missing/invalid fields
+  uint64_t unknown_counters = 0;     // series no signal rule maps (ignored, as when polling)
+  uint64_t ignored_samples = 0;      // their samples
+  uint64_t out_of_order = 0;         // samples older than their series' last one
+  uint64_t rejected_spans = 0;       // failed span validation
+  uint64_t recorded_judgements = 0;  // spans whose stall judgement the recording carried
+  int64_t first_ts_ns = 0;           // of the samples fed
   int64_t last_ts_ns = 0;
   static constexpr size_t kMaxMessages = 20;
   std::vector<std::string> messages;  // the first kMaxMessages problems
@@ -62,6 +65,10 @@ class RecordingFeeder {
   void Feed(size_t line_no, absl::string_view line, std::vector<Span>* spans);
 
   const RecordingStats& stats() const { return stats_; }
+  // The recording's header line (the first one), when it had one: its ports
+  // (link rates) and topology (partners, PCI/GPU places) went into `ports`
+  // when it was read, before any sample.
+  const std::optional<RecordingHeader>& header() const { return header_; }
 
   // Judges the spans fed (and adds the spans derived from them), as ingest
   // does: StallLearner::PrepareSpans. Borrowed; null: derive only.
@@ -70,6 +77,7 @@ class RecordingFeeder {
  private:
   void Problem(size_t line_no, absl::string_view what, uint64_t* counter);
   void AddSample(size_t line_no, const RecordingLine& l);
+  void UseHeader(RecordingHeader header);
 
   Store* const store_;
   PortInventory* const ports_;
@@ -83,6 +91,7 @@ class RecordingFeeder {
   };
   absl::flat_hash_map<SeriesKey, Known> series_;
   absl::flat_hash_map<std::string, bool> seen_ports_;  // "device/port/netdev"
+  std::optional<RecordingHeader> header_;
   RecordingStats stats_;
 };
 

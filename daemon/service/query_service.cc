@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "daemon/recording/recording.h"
 #include "daemon/service/grpc_status.h"
 #include "daemon/service/query_proto.h"
 
@@ -12,8 +13,21 @@ namespace {
 // Record's chunks, written as the engine walks.
 class RecordWriter final : public RecordSink {
  public:
-  RecordWriter(grpc::ServerContext* context, grpc::ServerWriter<v1::RecordChunk>* writer)
-      : context_(context), writer_(writer) {}
+  RecordWriter(grpc::ServerContext* context, grpc::ServerWriter<v1::RecordChunk>* writer,
+               const QueryEngine* engine, const QueryService::HeaderFiller* fill_header)
+      : context_(context), writer_(writer), engine_(engine), fill_header_(fill_header) {}
+
+  absl::Status OnStart(int64_t from, int64_t to) override {
+    RecordingHeader header;
+    if (*fill_header_) (*fill_header_)(&header);
+    header.from_unix_nano = from;
+    header.to_unix_nano = to;
+    header.ports = engine_->Ports();
+    header.topology = engine_->Topology();
+    v1::RecordChunk chunk;
+    chunk.set_header_line(FormatRecordingHeaderLine(header));
+    return Write(chunk);
+  }
 
   absl::Status Check() override {
     if (context_->IsCancelled()) return absl::CancelledError("cancelled");
@@ -26,7 +40,13 @@ class RecordWriter final : public RecordSink {
   }
   absl::Status OnSpans(absl::Span<const SpanRef> spans) override {
     v1::RecordChunk chunk;
-    for (const SpanRef& span : spans) SpanToProto(*span, chunk.add_spans());
+    for (const SpanRef& span : spans) {
+      v1::Span proto;
+      SpanToProto(*span, &proto);
+      v1::RecordedSpanLine* line = chunk.add_span_lines();
+      line->set_end_unix_nano(static_cast<uint64_t>(span->end_unix_nano));
+      line->set_line(FormatSpanLine(proto, &span->judgement));
+    }
     return Write(chunk);
   }
 
@@ -38,6 +58,8 @@ class RecordWriter final : public RecordSink {
 
   grpc::ServerContext* const context_;
   grpc::ServerWriter<v1::RecordChunk>* const writer_;
+  const QueryEngine* const engine_;
+  const QueryService::HeaderFiller* const fill_header_;
 };
 
 }  // namespace
@@ -105,7 +127,7 @@ grpc::Status QueryService::Ports(grpc::ServerContext*, const v1::PortsRequest*,
 
 grpc::Status QueryService::Record(grpc::ServerContext* context, const v1::RecordRequest* request,
                                   grpc::ServerWriter<v1::RecordChunk>* writer) {
-  RecordWriter sink(context, writer);
+  RecordWriter sink(context, writer, engine_, &fill_header_);
   return ToGrpcStatus(engine_->Record(TimeRangeFromProto(request->time_range()), sink));
 }
 

@@ -41,7 +41,12 @@ int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
   auto reader = stub->Record(&call, req);
   v1::RecordChunk chunk;
   size_t series = 0;
+  std::string header;  // first line, whatever the times
   while (reader->Read(&chunk)) {
+    if (!chunk.header_line().empty() && header.empty()) header = chunk.header_line();
+    for (const v1::RecordedSpanLine& l : chunk.span_lines()) {
+      lines.push_back({static_cast<int64_t>(l.end_unix_nano()), 1, l.line()});
+    }
     for (const v1::SeriesData& d : chunk.series()) {
       ++series;
       SeriesKey key{d.source(), d.raw_name(), d.device(), d.port(), d.netdev()};
@@ -67,12 +72,17 @@ int RunRecord(const CliContext& ctx, const std::vector<std::string>& args) {
     if (!file) return run->Fail(absl::StrCat("cannot write ", path));
     out = file.get();
   }
+  if (!header.empty()) {
+    std::fputs(header.c_str(), out);
+    std::fputc('\n', out);
+  }
   for (const Line& l : lines) {
     std::fputs(l.text.c_str(), out);
     std::fputc('\n', out);
   }
   if (std::fflush(out) != 0 || std::ferror(out)) return run->Fail("write error");
-  run->Say() << lines.size() << " lines (" << series << " series)"
+  run->Say() << lines.size() + (header.empty() ? 0 : 1) << " lines (" << series << " series"
+             << (header.empty() ? "; no header: the daemon is older than the CLI" : "") << ")"
              << (path.empty() || path == "-" ? "" : " to " + path) << "\n";
   return kExitOk;
 }
