@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "collectors/ib_mad.h"
+#include "collectors/ib_pma.h"
 #include "core/clock.h"
 #include "core/errors.h"
 
@@ -52,12 +53,16 @@ uint64_t TransactionIdOf(const uint8_t* mad) {
   return v;
 }
 
-class UmadSmpTransport final : public SmpTransport {
+// One MAD class over libibumad: directed-route SMPs (class 0x81, QP0, the
+// permissive LID) or LID-routed GMPs to the port's own agent (class 0x04
+// PerfMgt: QP1, the GSI Q_Key, the port's LID as the destination).
+class UmadTransport final : public SmpTransport {
  public:
-  UmadSmpTransport() = default;
-  UmadSmpTransport(const UmadSmpTransport&) = delete;
-  UmadSmpTransport& operator=(const UmadSmpTransport&) = delete;
-  ~UmadSmpTransport() override {
+  UmadTransport(uint8_t mgmt_class, uint8_t class_version, bool lid_routed)
+      : mgmt_class_(mgmt_class), class_version_(class_version), lid_routed_(lid_routed) {}
+  UmadTransport(const UmadTransport&) = delete;
+  UmadTransport& operator=(const UmadTransport&) = delete;
+  ~UmadTransport() override {
     for (auto& [key, open] : ports_) Close(open);
   }
 
@@ -65,12 +70,17 @@ class UmadSmpTransport final : public SmpTransport {
                                              absl::Span<const uint8_t> request,
                                              absl::Duration timeout) override {
     if (request.size() != kMadSize) {
-      return absl::InvalidArgumentError(absl::StrCat("SMP of ", request.size(), " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("MAD of ", request.size(), " bytes"));
     }
     const std::string where = absl::StrCat(device, "/", port);
     auto it = ports_.find({device, port});
     if (it == ports_.end()) {
       absl::StatusOr<OpenPort> opened = Open(device, port, where);
+      if (opened.ok() && lid_routed_ && opened->lid == 0) {
+        Close(*opened);
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, " has no LID (no subnet manager assigned one): no GMP"));
+      }
       if (!opened.ok()) return opened.status();
       it = ports_.emplace(std::make_pair(device, port), *opened).first;
     }
@@ -86,6 +96,7 @@ class UmadSmpTransport final : public SmpTransport {
   struct OpenPort {
     int fd = -1;
     int agent = -1;
+    int lid = 0;  // the port's base LID (LID-routed classes)
   };
 
   static void Close(OpenPort& open) {
@@ -95,8 +106,8 @@ class UmadSmpTransport final : public SmpTransport {
     open = OpenPort{};
   }
 
-  static absl::StatusOr<OpenPort> Open(const std::string& device, uint32_t port,
-                                       const std::string& where) {
+  absl::StatusOr<OpenPort> Open(const std::string& device, uint32_t port,
+                                const std::string& where) const {
     if (umad_init() < 0) {
       return absl::UnimplementedError("umad_init failed: no InfiniBand MAD support");
     }
@@ -124,31 +135,45 @@ class UmadSmpTransport final : public SmpTransport {
       return PortErrnoStatus(err, absl::StrCat("umad_open_port(", where, ")"));
     }
     errno = 0;
-    const int agent = umad_register(fd, kMgmtClassSubnDirectedRoute, kSmpClassVersion, 0, nullptr);
+    const int agent = umad_register(fd, mgmt_class_, class_version_, 0, nullptr);
+    const std::string registered =
+        absl::StrFormat("umad_register(%s, class 0x%02x)", where, mgmt_class_);
     if (agent < 0) {
       const int err = errno != 0 ? errno : -agent;
       umad_close_port(fd);
       if (err == EACCES || err == EPERM) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("umad_register(", where, ", class 0x81): ", strerror(err)));
+        return absl::PermissionDeniedError(absl::StrCat(registered, ": ", strerror(err)));
       }
-      return PortErrnoStatus(err, absl::StrCat("umad_register(", where, ", class 0x81)"));
+      return PortErrnoStatus(err, registered);
     }
-    return OpenPort{fd, agent};
+    OpenPort open{fd, agent, 0};
+    if (lid_routed_) {
+      umad_port_t p{};
+      if (umad_get_port(device.c_str(), static_cast<int>(port), &p) == 0) {
+        open.lid = p.base_lid;
+        umad_release_port(&p);
+      }
+    }
+    return open;
   }
 
   // One request, one reply.
-  static absl::StatusOr<std::vector<uint8_t>> Exchange(const OpenPort& open,
-                                                       absl::Span<const uint8_t> request,
-                                                       absl::Duration timeout,
-                                                       const std::string& where) {
+  absl::StatusOr<std::vector<uint8_t>> Exchange(const OpenPort& open,
+                                                absl::Span<const uint8_t> request,
+                                                absl::Duration timeout,
+                                                const std::string& where) const {
     // struct ib_user_mad (umad_size() bytes, 8-aligned) then the MAD.
     const size_t words = (umad_size() + kMadSize + 7) / 8;
     std::vector<uint64_t> send_buf(words, 0);
     std::vector<uint64_t> recv_buf(words, 0);
     memcpy(umad_get_mad(send_buf.data()), request.data(), kMadSize);
-    // Directed route from the local port: the permissive LID, QP0, Q_Key 0.
-    umad_set_addr(send_buf.data(), kPermissiveLid, 0, 0, 0);
+    if (lid_routed_) {
+      // To the port's own agent: its LID, QP1, the GSI Q_Key.
+      umad_set_addr(send_buf.data(), open.lid, 1, 0, static_cast<int>(kGsiQkey));
+    } else {
+      // Directed route from the local port: the permissive LID, QP0, Q_Key 0.
+      umad_set_addr(send_buf.data(), kPermissiveLid, 0, 0, 0);
+    }
     const int timeout_ms =
         static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 1, 60'000));
     errno = 0;
@@ -177,14 +202,17 @@ class UmadSmpTransport final : public SmpTransport {
       if (const int status = umad_status(recv_buf.data()); status != 0) {
         // The kernel hands the request back with ETIMEDOUT when no reply came.
         if (status == ETIMEDOUT) break;
-        return PortErrnoStatus(status, absl::StrCat("SMP on ", where));
+        return PortErrnoStatus(status, absl::StrCat("MAD on ", where));
       }
       return std::vector<uint8_t>(mad, mad + std::min<int>(length, kMadSize));
     }
     return absl::DeadlineExceededError(
-        absl::StrCat("no SMP reply on ", where, " within ", timeout_ms, " ms"));
+        absl::StrCat("no MAD reply on ", where, " within ", timeout_ms, " ms"));
   }
 
+  const uint8_t mgmt_class_;
+  const uint8_t class_version_;
+  const bool lid_routed_;
   std::map<std::pair<std::string, uint32_t>, OpenPort> ports_;
 };
 
@@ -399,7 +427,13 @@ class IbMadSource final : public LinkPartnerSource {
 }  // namespace
 
 std::unique_ptr<SmpTransport> MakeUmadSmpTransport() {
-  return std::make_unique<UmadSmpTransport>();
+  return std::make_unique<UmadTransport>(kMgmtClassSubnDirectedRoute, kSmpClassVersion,
+                                         /*lid_routed=*/false);
+}
+
+std::unique_ptr<SmpTransport> MakeUmadPmaTransport() {
+  return std::make_unique<UmadTransport>(kMgmtClassPerfMgt, kPerfMgtClassVersion,
+                                         /*lid_routed=*/true);
 }
 
 std::unique_ptr<LinkPartnerSource> MakeIbMadSource(IbMadSourceOptions options,

@@ -91,6 +91,12 @@ class SmpTransport {
 // reads the fixed /sys and /dev paths, not --sysfs-root).
 std::unique_ptr<SmpTransport> MakeUmadSmpTransport();
 
+// The same seam for PerfMgt GMPs (collectors/ib_pma.h) to a port's own PMA:
+// an agent for class 0x04 version 1, each request LID-routed to the port's
+// base LID (umad_get_port) on QP1 with the GSI Q_Key 0x80010000.
+// FailedPrecondition for a port without a LID (no subnet manager yet).
+std::unique_ptr<SmpTransport> MakeUmadPmaTransport();
+
 struct IbMadSourceOptions {
   // Timeout of each SMP (the reply from the next hop normally takes well
   // under a millisecond).

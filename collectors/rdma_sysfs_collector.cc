@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -109,6 +110,12 @@ absl::flat_hash_set<std::string> HotSignals(const std::vector<std::string>& hot_
 const OptionKey<uint64_t> kKernelHz{"kernel-hz", 0};
 const OptionKey<std::string> kDeviceInclude{"rdma-device-include", ""};
 const OptionKey<std::string> kDeviceExclude{"rdma-device-exclude", ""};
+const OptionKey<bool> kIbPmaMad{"ib-pma-mad", false};
+
+// After the PMA transport said this host cannot send MADs (no umad, no
+// permission), the slow ticks before it is tried again (~5 min at 1 s).
+constexpr int kPmaRetryTicks = 300;
+constexpr absl::Duration kPmaTimeout = absl::Milliseconds(100);
 
 absl::Status CheckDeviceRegex(const std::string& v) { return NetdevFilter::Compile(v).status(); }
 
@@ -138,11 +145,14 @@ absl::StatusOr<std::unique_ptr<Collector>> RdmaSysfsCollector::Create(const Coll
   if (ctx.options == nullptr || ctx.store == nullptr || ctx.ports == nullptr) {
     return absl::InvalidArgumentError("rdma_sysfs needs a config, a store and a port inventory");
   }
-  return std::make_unique<RdmaSysfsCollector>(ctx);
+  return std::make_unique<RdmaSysfsCollector>(
+      ctx, ctx.options->values.Get(kIbPmaMad) ? MakeUmadPmaTransport() : nullptr);
 }
 
-RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx)
-    : root_(ctx.options->sysfs_root + "/class/infiniband"),
+RdmaSysfsCollector::RdmaSysfsCollector(const CollectorContext& ctx,
+                                       std::unique_ptr<SmpTransport> pma_transport)
+    : pma_transport_(std::move(pma_transport)),
+      root_(ctx.options->sysfs_root + "/class/infiniband"),
       hot_counters_(ctx.options->hot_counters.begin(), ctx.options->hot_counters.end()),
       hot_signals_(HotSignals(ctx.options->hot_counters)),
       store_(ctx.store),
@@ -182,7 +192,14 @@ std::vector<OptionSpec> RdmaSysfsCollector::Options() {
                           "hw_counters (their lifespan is kept in jiffies): 0 reads CONFIG_HZ "
                           "from /boot/config-<release>, else assumes 100 (the coarsest, the "
                           "longest window: safe, at the cost of resolution on idle counters).",
-                          0, 10000)};
+                          0, 10000),
+          option::Bool(kIbPmaMad,
+                       "Read each InfiniBand port's PMA counters (counters/) with one "
+                       "PortCountersExtended and one PortCounters MAD per slow tick over umad, "
+                       "instead of the kernel's one MAD per file read (needs read-write access "
+                       "to /dev/infiniband/umad*, as --ib-mad-topology). A port whose MADs fail "
+                       "is read from its files that tick (counted); no umad access at all is "
+                       "said once and retried every 300 slow ticks.")};
 }
 
 int RdmaSysfsCollector::KernelHz(int configured, const std::string& boot_config,
@@ -268,7 +285,19 @@ std::vector<ReadPlanRow> RdmaSysfsCollector::ReadPlan() const {
           }
           rows.push_back(std::move(r));
         }
-        if (pma > 0) {
+        if (pma > 0 && pma_transport_ != nullptr && PortIsInfiniBand(d.files[t], port)) {
+          // Two MADs (send and receive each) for the whole port.
+          rows.push_back({.collector = std::string(kName),
+                          .device = d.name,
+                          .port = port,
+                          .read = "PMA MADs (PortCountersExtended + PortCounters)",
+                          .tier = std::string(TierName(tier)),
+                          .values = pma,
+                          .reads_per_second = per_second,
+                          .syscalls_per_second = 4 * per_second,
+                          .queries_per_second = 2 * per_second,
+                          .note = "--ib-pma-mad; counters/ files where the MADs fail"});
+        } else if (pma > 0) {
           rows.push_back({.collector = std::string(kName),
                           .device = d.name,
                           .port = port,
@@ -324,8 +353,21 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
   }
   ts.readings.clear();
   const int64_t now = ctx.ts_ns();
+  if (pma_transport_ != nullptr) ReadPmaMads(ts, ctx);
   for (TierFile& f : ts.files) {
     if (!f.file.is_open() || f.claimed) continue;
+    if (f.spec->pma_mad && !ts.pma_values.empty()) {
+      // The port's counters came in this tick's MADs: no file read.
+      auto port = ts.pma_values.find(std::make_pair(f.device, f.spec->port));
+      if (port != ts.pma_values.end()) {
+        auto v = std::find_if(port->second.begin(), port->second.end(),
+                              [&](const PmaCounter& c) { return f.spec->name == c.name; });
+        if (v != port->second.end()) {
+          ts.readings.push_back({f.id, v->value});
+          continue;
+        }
+      }
+    }
     PortBackoff* backoff = nullptr;
     if (!ts.backoff.empty()) [[unlikely]] {
       auto it = ts.backoff.find(std::make_pair(f.device, f.spec->port));
@@ -427,6 +469,74 @@ void RdmaSysfsCollector::PollTier(TierState& ts, PollContext& ctx) {
     }
     d.tick_hw_stats = 0;
     d.tick_pma_mads = 0;
+  }
+}
+
+bool RdmaSysfsCollector::PortIsInfiniBand(const std::vector<CounterSpec>& specs, uint32_t port) {
+  return std::any_of(specs.begin(), specs.end(),
+                     [&](const CounterSpec& s) { return s.port == port && s.pma_mad; });
+}
+
+void RdmaSysfsCollector::ReadPmaMads(TierState& ts, PollContext& ctx) {
+  ts.pma_values.clear();
+  if (pma_wait_ticks_ > 0) {
+    --pma_wait_ticks_;
+    return;
+  }
+  // The InfiniBand ports with PMA counters on this tier, once each.
+  std::vector<std::pair<uint32_t, uint32_t>> ports;
+  for (const TierFile& f : ts.files) {
+    if (!f.spec->pma_mad || !f.file.is_open()) continue;
+    const auto key = std::make_pair(f.device, f.spec->port);
+    if (std::find(ports.begin(), ports.end(), key) == ports.end()) ports.push_back(key);
+  }
+  for (const auto& [device, port] : ports) {
+    TierDevice& dev = ts.devices[device];
+    std::vector<PmaCounter> values;
+    absl::Status failed;
+    for (uint16_t attr : {kPmaAttrPortCountersExtended, kPmaAttrPortCounters}) {
+      const uint64_t tid = ++pma_transaction_;
+      absl::StatusOr<std::vector<uint8_t>> reply = pma_transport_->Query(
+          dev.name, port, BuildPmaGet(attr, static_cast<uint8_t>(port), tid), kPmaTimeout);
+      if (reply.ok()) ++dev.tick_pma_mads;
+      if (reply.ok()) {
+        absl::StatusOr<std::vector<PmaCounter>> counters = ParsePmaGetResp(*reply, attr, tid);
+        if (counters.ok()) {
+          // The extended attribute's 64-bit data and packet counters win
+          // over PortCounters' 32-bit ones (as the kernel's files show).
+          for (const PmaCounter& c : *counters) {
+            const bool known = std::any_of(values.begin(), values.end(), [&](const PmaCounter& v) {
+              return std::strcmp(v.name, c.name) == 0;
+            });
+            if (!known) values.push_back(c);
+          }
+          continue;
+        }
+        reply = counters.status();
+      }
+      if (absl::IsUnimplemented(reply.status()) && attr == kPmaAttrPortCountersExtended &&
+          reply.status().message().find("MAD status") != absl::string_view::npos) {
+        continue;  // a PMA without the extended counters: PortCounters still answers
+      }
+      failed = reply.status();
+      break;
+    }
+    if (failed.ok()) {
+      ts.pma_values.emplace(std::make_pair(device, port), std::move(values));
+      continue;
+    }
+    if (absl::IsUnimplemented(failed) || absl::IsPermissionDenied(failed)) {
+      // This host cannot send MADs at all: files for every port, said once.
+      Log(LogLevel::kWarn, kName,
+          "--ib-pma-mad: PMA MADs unavailable; reading counters/ files (one MAD per file)",
+          {{"error", std::string(failed.message())},
+           {"retry_after_slow_ticks", absl::StrCat(kPmaRetryTicks)}});
+      pma_wait_ticks_ = kPmaRetryTicks;
+      ts.pma_values.clear();
+      return;
+    }
+    // This port, this tick: its files instead.
+    ctx.Error(failed, absl::StrCat(dev.name, "/", port, " PMA MADs"));
   }
 }
 
@@ -851,9 +961,11 @@ RdmaSysfsCollector::DeviceEntry RdmaSysfsCollector::BuildDevice(
       Candidate& c = candidates[i];
       SeriesId id = store_->Register(c.key, c.signal);
       const bool hw = c.key.source == "hw_counters";
-      d.files[static_cast<int>(c.tier)].push_back({std::move(c.path), id, port, hw,
-                                                   c.all_ones_invalid, hw ? stale_window_ns : 0,
-                                                   static_cast<uint32_t>(d.ports.size() - 1)});
+      // counters/ of an InfiniBand port: what --ib-pma-mad reads in two MADs.
+      const bool pma_mad = c.key.source == "counters" && info.link_layer == "InfiniBand";
+      d.files[static_cast<int>(c.tier)].push_back(
+          {std::move(c.path), id, port, hw, c.all_ones_invalid, hw ? stale_window_ns : 0,
+           static_cast<uint32_t>(d.ports.size() - 1), pma_mad, c.key.name});
     }
   }
   d.last_refresh_ns.reset(new std::atomic<int64_t>[d.ports.size()]);

@@ -137,6 +137,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "collectors/collector.h"
+#include "collectors/ib_mad_source.h"
+#include "collectors/ib_pma.h"
 #include "collectors/sysfs_reader.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
@@ -162,7 +164,10 @@ class RdmaSysfsCollector final : public Collector {
   // The staleness window of a hw_counters/lifespan of `lifespan_ms` at `hz`.
   static int64_t StaleWindowNs(uint64_t lifespan_ms, int hz);
 
-  explicit RdmaSysfsCollector(const CollectorContext& ctx);
+  // `pma_transport`: --ib-pma-mad's MAD transport (MakeUmadPmaTransport, or a
+  // test's); null reads counters/ files.
+  explicit RdmaSysfsCollector(const CollectorContext& ctx,
+                              std::unique_ptr<SmpTransport> pma_transport = nullptr);
   ~RdmaSysfsCollector() override;
 
   absl::string_view name() const override { return kName; }
@@ -196,6 +201,10 @@ class RdmaSysfsCollector final : public Collector {
     // (see the header comment); 0: every reading is fresh.
     int64_t stale_window_ns = 0;
     uint32_t port_slot = 0;  // index of its port in DeviceEntry::ports
+    // counters/ of an InfiniBand port: --ib-pma-mad reads it with the port's
+    // MADs; `name` is the file's (the PmaCounter name).
+    bool pma_mad = false;
+    std::string name;
   };
   struct DeviceEntry {
     std::string name;
@@ -278,8 +287,16 @@ class RdmaSysfsCollector final : public Collector {
     std::vector<SeriesReading> readings;
     // Ports (device index, port) with failing reads; empty normally.
     absl::flat_hash_map<std::pair<uint32_t, uint32_t>, PortBackoff> backoff;
+    // --ib-pma-mad: this tick's PMA counters per port (device index, port)
+    // whose MADs succeeded.
+    absl::flat_hash_map<std::pair<uint32_t, uint32_t>, std::vector<PmaCounter>> pma_values;
   };
 
+  // --ib-pma-mad: the PortCountersExtended and PortCounters MADs of each
+  // InfiniBand port of the tier into ts.pma_values (slow tier only: the
+  // counters/ files are there).
+  void ReadPmaMads(TierState& ts, PollContext& ctx);
+  static bool PortIsInfiniBand(const std::vector<CounterSpec>& specs, uint32_t port);
   void Rescan(PollContext& ctx, bool refresh_attributes) ABSL_LOCKS_EXCLUDED(rescan_mu_);
   DeviceEntry BuildDevice(PollContext& ctx, const std::string& name,
                           const DeviceEntry::Identity& identity)
@@ -295,6 +312,11 @@ class RdmaSysfsCollector final : public Collector {
   void CloseDevice(TierState& ts, uint32_t device);
   void NoteIoFailure(TierState& ts, const TierFile& f, PollContext& ctx, const absl::Status& error);
 
+  // --ib-pma-mad (null: off). Used by the slow tier's thread only, as are
+  // the two fields after it.
+  const std::unique_ptr<SmpTransport> pma_transport_;
+  uint64_t pma_transaction_ = 0;
+  int pma_wait_ticks_ = 0;  // slow ticks before MADs are tried again
   const std::string root_;  // <sysfs-root>/class/infiniband
   const absl::flat_hash_set<std::string> hot_counters_;
   // What the hot names mean (family and labels): a vendor's file with the same

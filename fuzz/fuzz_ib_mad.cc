@@ -7,13 +7,15 @@
 // with status 0 and the attribute asked for; the NodeInfo fields are the
 // bytes at the spec's offsets; a NodeDescription is valid UTF-8 without
 // control characters, at most 64 bytes; the request builder round-trips
-// through the header decoder.
+// through the header decoder. The same bytes go through the PerfMgt parser
+// (collectors/ib_pma.h) for both attributes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "collectors/ib_mad.h"
+#include "collectors/ib_pma.h"
 #include "fuzz/fuzz_check.h"
 
 namespace {
@@ -111,6 +113,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 2) {
     const uint16_t status = static_cast<uint16_t>(Be(data, 2) & 0x7fff);
     FUZZ_CHECK(fabricscope::MadStatusError(status, 0x11).ok() == (status == 0));
+  }
+
+  // The same bytes as a PerfMgt GetResp (collectors/ib_pma.h): accepted only
+  // as a class 0x04 GetResp of the attribute with status 0, every counter
+  // within its field's width.
+  for (uint16_t attr :
+       {fabricscope::kPmaAttrPortCounters, fabricscope::kPmaAttrPortCountersExtended}) {
+    absl::StatusOr<std::vector<fabricscope::PmaCounter>> pma =
+        fabricscope::ParsePmaGetResp(mad, attr, tid);
+    if (!pma.ok()) continue;
+    FUZZ_CHECK(size >= fabricscope::kMadSize);
+    FUZZ_CHECK(data[0] == 1 && data[1] == 0x04 && data[3] == 0x81);
+    FUZZ_CHECK((Be(data + 4, 2) & 0x7fff) == 0 && Be(data + 16, 2) == attr);
+    FUZZ_CHECK(pma->size() == fabricscope::PmaCounterNames(attr).size());
+    for (const fabricscope::PmaCounter& c : *pma) {
+      if (attr == fabricscope::kPmaAttrPortCounters && std::string(c.name) != "port_xmit_data" &&
+          std::string(c.name) != "port_rcv_data" && std::string(c.name) != "port_xmit_packets" &&
+          std::string(c.name) != "port_rcv_packets" && std::string(c.name) != "port_xmit_wait") {
+        FUZZ_CHECK(c.value <= 0xffff);  // the error counters are 4 to 16 bits
+      }
+    }
   }
 
   // Builder -> header decoder round trip with the input's values.

@@ -19,8 +19,9 @@
 //                     store, spans and events; an empty one)
 //   fuzz_ib_mad       directed-route SubnGetResp(NodeInfo) of a switch and
 //                     of a CA, SubnGetResp(NodeDescription), a reply with a
-//                     MAD status, and the SubnGet request itself (the
-//                     attribute bytes at the IB spec's offsets)
+//                     MAD status, the SubnGet request itself (the
+//                     attribute bytes at the IB spec's offsets), and PerfMgt
+//                     GetResp(PortCounters / PortCountersExtended)
 // The text fixtures of tests/fixtures (counter files, ethtool -S captures) are
 // used directly by tests/fuzz/run_fuzzers.sh and are not copied here.
 #include <linux/dcbnl.h>
@@ -42,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectors/ib_mad.h"
+#include "collectors/ib_pma.h"
 #include "collectors/rdma_netlink.h"
 #include "daemon/config.h"
 #include "daemon/recording/recording.h"
@@ -596,6 +598,17 @@ void IbMad() {
   const std::vector<uint8_t> get =
       fabricscope::BuildNeighborSmpGet(fabricscope::kSmpAttrNodeInfo, 1, 0x42);
   Write("fuzz_ib_mad", "request", std::string(get.begin(), get.end()));
+  for (uint16_t attr :
+       {fabricscope::kPmaAttrPortCounters, fabricscope::kPmaAttrPortCountersExtended}) {
+    std::vector<uint8_t> pma = fabricscope::BuildPmaGet(attr, 1, 0x4242);
+    pma[3] = fabricscope::kMadMethodGetResp;
+    for (size_t i = fabricscope::kPmaDataOffset + 4; i < pma.size(); ++i) {
+      pma[i] = static_cast<uint8_t>(i * 7);
+    }
+    Write("fuzz_ib_mad",
+          attr == fabricscope::kPmaAttrPortCounters ? "pma_port_counters" : "pma_port_counters_ext",
+          std::string(pma.begin(), pma.end()));
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "collectors/rdma_sysfs_collector.h"
 
+#include <infiniband/mad.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "collectors/collector.h"
+#include "collectors/ib_pma.h"
 #include "collectors/registry.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -856,6 +858,159 @@ TEST_F(RdmaSysfsTest, DeviceFiltersLeaveDevicesUnread) {
   // A pattern that does not compile, or one std::regex would choke on, is refused.
   EXPECT_FALSE(SetCollectorOption(&config_, "rdma-device-exclude", "mlx5_(").ok());
   EXPECT_FALSE(SetCollectorOption(&config_, "rdma-device-exclude", "a{99999999999}").ok());
+}
+
+// --- --ib-pma-mad: the PMA counters in two MADs per port -------------------
+
+// Answers PortCountersExtended / PortCounters Get()s as a port's PMA would,
+// the fields written with libibmad's field table (mad_set_field), so the
+// collector's decoding is checked against an independent layout.
+class FakePmaTransport final : public SmpTransport {
+ public:
+  enum class Mode { kAnswer, kNoUmad, kTimeout, kNoExtended };
+  explicit FakePmaTransport(Mode mode, std::atomic<int>* queries)
+      : mode_(mode), queries_(queries) {}
+  absl::StatusOr<std::vector<uint8_t>> Query(const std::string& device, uint32_t port,
+                                             absl::Span<const uint8_t> request,
+                                             absl::Duration) override {
+    ++*queries_;
+    if (mode_ == Mode::kNoUmad) return absl::UnimplementedError("no umad device (fake)");
+    if (mode_ == Mode::kTimeout && device == "mlx5_9") {
+      return absl::DeadlineExceededError("no MAD reply on mlx5_9/1 within 100 ms (fake)");
+    }
+    std::vector<uint8_t> reply(request.begin(), request.end());
+    reply[3] = 0x81;  // GetResp
+    const uint16_t attr = static_cast<uint16_t>(reply[16] << 8 | reply[17]);
+    EXPECT_EQ(reply[1], 0x04);
+    EXPECT_EQ(reply[kPmaDataOffset + 1], port);  // PortSelect
+    uint8_t* data = reply.data() + kPmaDataOffset;
+    if (attr == kPmaAttrPortCountersExtended) {
+      if (mode_ == Mode::kNoExtended) {
+        reply[5] = 0x0c;  // MAD status: method/attribute not supported
+        return reply;
+      }
+      mad_set_field64(data, 0, IB_PC_EXT_XMT_BYTES_F, 5'000'000'000'123ull);
+      mad_set_field64(data, 0, IB_PC_EXT_RCV_BYTES_F, 6'000'000'000'456ull);
+      mad_set_field64(data, 0, IB_PC_EXT_XMT_UPKTS_F, 77'000'000'001ull);
+    } else {
+      mad_set_field(data, 0, IB_PC_ERR_SYM_F, 7);
+      mad_set_field(data, 0, IB_PC_LINK_DOWNED_F, 3);
+      mad_set_field(data, 0, IB_PC_ERR_EXCESS_OVR_F, 5);
+      mad_set_field(data, 0, IB_PC_ERR_LOCALINTEG_F, 9);
+      mad_set_field(data, 0, IB_PC_XMT_BYTES_F, 4'000'000'000u);
+      mad_set_field(data, 0, IB_PC_XMT_WAIT_F, 123'456);
+    }
+    return reply;
+  }
+
+ private:
+  const Mode mode_;
+  std::atomic<int>* const queries_;
+};
+
+// An InfiniBand port whose counters/ files hold other values than the fake
+// PMA answers (so a reading says where it came from).
+void AddIbPort(const FakeTree& tree, const std::string& dev) {
+  const std::string p = tree.Port(dev, 1);
+  WriteFile(p + "/link_layer", "InfiniBand\n");
+  WriteFile(p + "/state", "4: ACTIVE\n");
+  WriteFile(p + "/rate", "200 Gb/sec (4X HDR)\n");
+  for (const char* n :
+       {"port_xmit_data", "port_rcv_data", "unicast_xmit_packets", "symbol_error", "link_downed",
+        "excessive_buffer_overrun_errors", "local_link_integrity_errors", "port_xmit_wait"}) {
+    WriteFile(p + "/counters/" + n, "1\n");
+  }
+}
+
+class RdmaSysfsPmaTest : public RdmaSysfsTest {
+ protected:
+  void MakeWithPma(const std::string& root, FakePmaTransport::Mode mode) {
+    config_.sysfs_root = root;
+    CollectorContext cc{&config_, &store_, &inventory_, &clock_, &metrics_};
+    collector_ = std::make_unique<RdmaSysfsCollector>(
+        cc, std::make_unique<FakePmaTransport>(mode, &queries_));
+    TestPollContext ctx(&store_, Tier::kConfig, Now());
+    ASSERT_TRUE(collector_->Discover(ctx).ok());
+  }
+  uint64_t Raw(const std::string& dev, const std::string& name) {
+    auto s = Get("counters", name, dev, 1);
+    EXPECT_TRUE(s.has_value()) << dev << " " << name;
+    return s.has_value() ? s->state.last_raw : 0;
+  }
+  std::atomic<int> queries_{0};
+};
+
+TEST_F(RdmaSysfsPmaTest, TwoMadsPerPortPerTickInsteadOfOnePerFile) {
+  FakeTree tree;
+  AddIbPort(tree, "mlx5_0");
+  tree.AddRocePort("mlx5_1", 1, "eth3");  // RoCE: no LID routing, its files
+  MakeWithPma(tree.root(), FakePmaTransport::Mode::kAnswer);
+  for (int i = 0; i < 3; ++i) Poll(Tier::kSlow);
+  EXPECT_EQ(queries_.load(), 2 * 3);  // one port, two MADs, three ticks
+  EXPECT_EQ(Raw("mlx5_0", "port_xmit_data"), 5'000'000'000'123ull);  // 64-bit, extended
+  EXPECT_EQ(Raw("mlx5_0", "port_rcv_data"), 6'000'000'000'456ull);
+  EXPECT_EQ(Raw("mlx5_0", "unicast_xmit_packets"), 77'000'000'001ull);
+  EXPECT_EQ(Raw("mlx5_0", "symbol_error"), 7u);
+  EXPECT_EQ(Raw("mlx5_0", "link_downed"), 3u);
+  EXPECT_EQ(Raw("mlx5_0", "excessive_buffer_overrun_errors"), 5u);  // the low nibble
+  EXPECT_EQ(Raw("mlx5_0", "local_link_integrity_errors"), 9u);      // the high nibble
+  EXPECT_EQ(Raw("mlx5_0", "port_xmit_wait"), 123'456u);
+  auto roce = Get("counters", "port_xmit_data", "mlx5_1", 1, "eth3");
+  ASSERT_TRUE(roce.has_value());
+  EXPECT_EQ(roce->state.last_raw, 1000u);  // the file
+  const std::string m = prometheus::TextSerializer().Serialize(metrics_.registry()->Collect());
+  EXPECT_THAT(m, ::testing::HasSubstr(
+                     "fabricscope_device_queries_total{device=\"mlx5_0\",kind=\"pma_mad\"} 6\n"));
+  // The RoCE port's 3 files x 3 ticks, one MAD each by the kernel.
+  EXPECT_THAT(m, ::testing::HasSubstr(
+                     "fabricscope_device_queries_total{device=\"mlx5_1\",kind=\"pma_mad\"} 9\n"));
+  // --explain-cost says so.
+  bool mad_row = false;
+  for (const ReadPlanRow& r : collector_->ReadPlan()) {
+    if (r.device == "mlx5_0" && absl::StrContains(r.read, "PMA MADs")) {
+      mad_row = true;
+      EXPECT_DOUBLE_EQ(r.queries_per_second, 2 * r.reads_per_second);
+    }
+  }
+  EXPECT_TRUE(mad_row);
+}
+
+TEST_F(RdmaSysfsPmaTest, APmaWithoutExtendedCountersStillAnswersPortCounters) {
+  FakeTree tree;
+  AddIbPort(tree, "mlx5_0");
+  MakeWithPma(tree.root(), FakePmaTransport::Mode::kNoExtended);
+  TestPollContext ctx = Poll(Tier::kSlow);
+  EXPECT_TRUE(ctx.errors.empty());
+  EXPECT_EQ(Raw("mlx5_0", "port_xmit_data"), 4'000'000'000u);  // PortCounters' 32 bits
+  EXPECT_EQ(Raw("mlx5_0", "symbol_error"), 7u);
+  EXPECT_EQ(Raw("mlx5_0", "unicast_xmit_packets"), 1u);  // not in PortCounters: the file
+}
+
+TEST_F(RdmaSysfsPmaTest, NoUmadFallsBackToFilesOnceAndWaits) {
+  FakeTree tree;
+  AddIbPort(tree, "mlx5_0");
+  MakeWithPma(tree.root(), FakePmaTransport::Mode::kNoUmad);
+  TestPollContext first = Poll(Tier::kSlow);
+  EXPECT_EQ(Raw("mlx5_0", "port_xmit_data"), 1u);  // the file
+  EXPECT_TRUE(first.errors.empty());               // said in the log, once; not a tick error
+  for (int i = 0; i < 50; ++i) Poll(Tier::kSlow);
+  EXPECT_EQ(queries_.load(), 1);  // not asked again for kPmaRetryTicks slow ticks
+  EXPECT_EQ(Raw("mlx5_0", "symbol_error"), 1u);
+}
+
+TEST_F(RdmaSysfsPmaTest, APortWhoseMadsFailIsReadFromItsFilesThatTick) {
+  FakeTree tree;
+  AddIbPort(tree, "mlx5_0");
+  AddIbPort(tree, "mlx5_9");
+  MakeWithPma(tree.root(), FakePmaTransport::Mode::kTimeout);
+  TestPollContext ctx = Poll(Tier::kSlow);
+  EXPECT_EQ(Raw("mlx5_0", "port_xmit_data"), 5'000'000'000'123ull);
+  EXPECT_EQ(Raw("mlx5_9", "port_xmit_data"), 1u);
+  ASSERT_EQ(ctx.errors.size(), 1u);
+  EXPECT_EQ(ctx.errors[0].first, CollectorErrorCode::kIo);  // DeadlineExceeded
+  EXPECT_EQ(ctx.errors[0].second, "mlx5_9/1 PMA MADs");
+  Poll(Tier::kSlow);
+  EXPECT_EQ(queries_.load(), 2 * (2 + 1));  // mlx5_0: two a tick; mlx5_9: one (the first timed out)
 }
 
 }  // namespace

@@ -78,13 +78,18 @@ TEST(RecordingHeaderTest, BadFieldsAreErrorsNotGuesses) {
   }
 }
 
-TEST(RecordingHeaderTest, SpanLinesCarryTheDaemonsJudgement) {
+// A 629.6 ms decode step and the daemon's learned stall judgement of it.
+v1::Span DecodeStep() {
   v1::Span span;
   span.set_trace_id(std::string(16, '\x01'));
   span.set_span_id(std::string(8, '\x02'));
   span.set_name("decode_step");
   span.set_start_unix_nano(1'000'000'000);
   span.set_end_unix_nano(1'629'600'000);
+  return span;
+}
+
+StallJudgement LearnedStall() {
   StallJudgement j;
   j.judged = true;
   j.stall = true;
@@ -96,6 +101,12 @@ TEST(RecordingHeaderTest, SpanLinesCarryTheDaemonsJudgement) {
   j.p99 = 30.6e6;
   j.samples = 1453;
   j.key = "fabricsim decode_step";
+  return j;
+}
+
+TEST(RecordingHeaderTest, SpanLinesCarryTheDaemonsJudgement) {
+  const v1::Span span = DecodeStep();
+  const StallJudgement j = LearnedStall();
   const std::string line = FormatSpanLine(span, &j);
   auto parsed = ParseRecordingLine(line);
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << line;
@@ -173,18 +184,8 @@ TEST(RecordingHeaderTest, FeederUsesTheHeaderAndTheRecordedJudgement) {
   feeder.Feed(1, FormatRecordingHeaderLine(SampleHeader()), &spans);
   SeriesKey key{"hw_counters", "np_cnp_sent", "mlx5_0", 1, "eth2"};
   feeder.Feed(2, FormatSampleLine(1'000'000'000, key, 5), &spans);
-  v1::Span span;
-  span.set_trace_id(std::string(16, '\x01'));
-  span.set_span_id(std::string(8, '\x02'));
-  span.set_name("decode_step");
-  span.set_start_unix_nano(1'000'000'000);
-  span.set_end_unix_nano(1'629'600'000);
-  StallJudgement j;
-  j.judged = true;
-  j.stall = true;
-  j.source = StallSource::kLearned;
-  j.bound = 58.9e6;
-  j.key = "fabricsim decode_step";
+  const v1::Span span = DecodeStep();
+  const StallJudgement j = LearnedStall();
   feeder.Feed(3, FormatSpanLine(span, &j), &spans);
   feeder.Feed(4, FormatSpanLine(span), &spans);  // no judgement: the learner's (cold: none)
   ASSERT_TRUE(feeder.header().has_value());
