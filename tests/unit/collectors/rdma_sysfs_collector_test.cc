@@ -990,12 +990,20 @@ TEST_F(RdmaSysfsPmaTest, NoUmadFallsBackToFilesOnceAndWaits) {
   FakeTree tree;
   AddIbPort(tree, "mlx5_0");
   MakeWithPma(tree.root(), FakePmaTransport::Mode::kNoUmad);
+  std::string log;
+  SetLogCaptureForTest(&log);
   TestPollContext first = Poll(Tier::kSlow);
   EXPECT_EQ(Raw("mlx5_0", "port_xmit_data"), 1u);  // the file
   EXPECT_TRUE(first.errors.empty());               // said in the log, once; not a tick error
   for (int i = 0; i < 50; ++i) Poll(Tier::kSlow);
+  SetLogCaptureForTest(nullptr);
   EXPECT_EQ(queries_.load(), 1);  // not asked again for kPmaRetryTicks slow ticks
   EXPECT_EQ(Raw("mlx5_0", "symbol_error"), 1u);
+  int warned = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    warned += absl::StrContains(line, "PMA MADs unavailable") ? 1 : 0;
+  }
+  EXPECT_EQ(warned, 1) << log;
 }
 
 TEST_F(RdmaSysfsPmaTest, APortWhoseMadsFailIsReadFromItsFilesThatTick) {
