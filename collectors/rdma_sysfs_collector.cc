@@ -494,11 +494,21 @@ void RdmaSysfsCollector::ReadPmaMads(TierState& ts, PollContext& ctx) {
     TierDevice& dev = ts.devices[device];
     std::vector<PmaCounter> values;
     absl::Status failed;
+    bool host_wide = false;  // the transport cannot send at all on this host
     for (uint16_t attr : {kPmaAttrPortCountersExtended, kPmaAttrPortCounters}) {
       const uint64_t tid = ++pma_transaction_;
       absl::StatusOr<std::vector<uint8_t>> reply = pma_transport_->Query(
           dev.name, port, BuildPmaGet(attr, static_cast<uint8_t>(port), tid), kPmaTimeout);
-      if (reply.ok()) ++dev.tick_pma_mads;
+      const absl::Status& sent = reply.status();
+      host_wide = absl::IsUnimplemented(sent) || absl::IsPermissionDenied(sent);
+      // What reached the device: every MAD sent, answered or not.
+      if (!host_wide && !absl::IsNotFound(sent) && !absl::IsFailedPrecondition(sent)) {
+        ++dev.tick_pma_mads;
+      }
+      if (host_wide) {
+        failed = sent;
+        break;
+      }
       if (reply.ok()) {
         absl::StatusOr<std::vector<PmaCounter>> counters = ParsePmaGetResp(*reply, attr, tid);
         if (counters.ok()) {
@@ -514,9 +524,11 @@ void RdmaSysfsCollector::ReadPmaMads(TierState& ts, PollContext& ctx) {
         }
         reply = counters.status();
       }
-      if (absl::IsUnimplemented(reply.status()) && attr == kPmaAttrPortCountersExtended &&
-          reply.status().message().find("MAD status") != absl::string_view::npos) {
-        continue;  // a PMA without the extended counters: PortCounters still answers
+      if (absl::IsUnimplemented(reply.status()) && attr == kPmaAttrPortCountersExtended) {
+        // The MAD status "unsupported" (the transport's Unimplemented is
+        // host_wide above): a PMA without the extended counters;
+        // PortCounters still answers.
+        continue;
       }
       failed = reply.status();
       break;
@@ -525,7 +537,7 @@ void RdmaSysfsCollector::ReadPmaMads(TierState& ts, PollContext& ctx) {
       ts.pma_values.emplace(std::make_pair(device, port), std::move(values));
       continue;
     }
-    if (absl::IsUnimplemented(failed) || absl::IsPermissionDenied(failed)) {
+    if (host_wide) {
       // This host cannot send MADs at all: files for every port, said once.
       Log(LogLevel::kWarn, kName,
           "--ib-pma-mad: PMA MADs unavailable; reading counters/ files (one MAD per file)",
