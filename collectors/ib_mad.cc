@@ -43,12 +43,6 @@ constexpr size_t kNiRevision = 32;
 constexpr size_t kNiLocalPortNum = 36;
 constexpr size_t kNiVendorId = 37;
 
-uint64_t LoadBe(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
 void StoreBe(uint8_t* p, int bytes, uint64_t v) {
   for (int i = bytes - 1; i >= 0; --i) {
     p[i] = static_cast<uint8_t>(v);
@@ -127,6 +121,25 @@ std::string IbNodeTypeName(uint8_t node_type) {
 
 std::string FormatIbGuid(uint64_t guid) { return absl::StrFormat("0x%016x", guid); }
 
+uint64_t LoadMadField(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::vector<uint8_t> BuildMadGet(uint8_t mgmt_class, uint8_t class_version, uint16_t attribute_id,
+                                 uint32_t attribute_modifier, uint64_t transaction_id) {
+  std::vector<uint8_t> mad(kMadSize, 0);
+  mad[kOffBaseVersion] = kMadBaseVersion;
+  mad[kOffMgmtClass] = mgmt_class;
+  mad[kOffClassVersion] = class_version;
+  mad[kOffMethod] = kMadMethodGet;
+  StoreBe(&mad[kOffTransactionId], 8, transaction_id);
+  StoreBe(&mad[kOffAttributeId], 2, attribute_id);
+  StoreBe(&mad[kOffAttributeModifier], 4, attribute_modifier);
+  return mad;
+}
+
 absl::StatusOr<std::vector<uint8_t>> BuildDrSmpGet(uint16_t attribute_id,
                                                    uint32_t attribute_modifier,
                                                    absl::Span<const uint8_t> path,
@@ -135,16 +148,10 @@ absl::StatusOr<std::vector<uint8_t>> BuildDrSmpGet(uint16_t attribute_id,
     return absl::InvalidArgumentError(
         absl::StrCat("directed route of ", path.size(), " hops (at most ", kDrSmpMaxHops, ")"));
   }
-  std::vector<uint8_t> mad(kMadSize, 0);
-  mad[kOffBaseVersion] = kMadBaseVersion;
-  mad[kOffMgmtClass] = kMgmtClassSubnDirectedRoute;
-  mad[kOffClassVersion] = kSmpClassVersion;
-  mad[kOffMethod] = kMadMethodGet;
+  std::vector<uint8_t> mad = BuildMadGet(kMgmtClassSubnDirectedRoute, kSmpClassVersion,
+                                         attribute_id, attribute_modifier, transaction_id);
   // Status 0, D 0 (outgoing), HopPointer 0.
   mad[kOffHopCount] = static_cast<uint8_t>(path.size());
-  StoreBe(&mad[kOffTransactionId], 8, transaction_id);
-  StoreBe(&mad[kOffAttributeId], 2, attribute_id);
-  StoreBe(&mad[kOffAttributeModifier], 4, attribute_modifier);
   StoreBe(&mad[kOffMKey], 8, m_key);
   StoreBe(&mad[kOffDrSlid], 2, kPermissiveLid);
   StoreBe(&mad[kOffDrDlid], 2, kPermissiveLid);
@@ -178,17 +185,17 @@ absl::StatusOr<DrSmpHeader> DecodeDrSmpHeader(absl::Span<const uint8_t> mad) {
   }
   h.class_version = mad[kOffClassVersion];
   h.method = mad[kOffMethod];
-  const uint16_t status_word = static_cast<uint16_t>(LoadBe(&mad[kOffStatus], 2));
+  const uint16_t status_word = static_cast<uint16_t>(LoadMadField(&mad[kOffStatus], 2));
   h.direction = (status_word & kDirectionBit) != 0;
   h.status = status_word & kStatusMask;
   h.hop_pointer = mad[kOffHopPointer];
   h.hop_count = mad[kOffHopCount];
-  h.transaction_id = LoadBe(&mad[kOffTransactionId], 8);
-  h.attribute_id = static_cast<uint16_t>(LoadBe(&mad[kOffAttributeId], 2));
-  h.attribute_modifier = static_cast<uint32_t>(LoadBe(&mad[kOffAttributeModifier], 4));
-  h.m_key = LoadBe(&mad[kOffMKey], 8);
-  h.dr_slid = static_cast<uint16_t>(LoadBe(&mad[kOffDrSlid], 2));
-  h.dr_dlid = static_cast<uint16_t>(LoadBe(&mad[kOffDrDlid], 2));
+  h.transaction_id = LoadMadField(&mad[kOffTransactionId], 8);
+  h.attribute_id = static_cast<uint16_t>(LoadMadField(&mad[kOffAttributeId], 2));
+  h.attribute_modifier = static_cast<uint32_t>(LoadMadField(&mad[kOffAttributeModifier], 4));
+  h.m_key = LoadMadField(&mad[kOffMKey], 8);
+  h.dr_slid = static_cast<uint16_t>(LoadMadField(&mad[kOffDrSlid], 2));
+  h.dr_dlid = static_cast<uint16_t>(LoadMadField(&mad[kOffDrDlid], 2));
   return h;
 }
 
@@ -247,14 +254,14 @@ IbNodeInfo DecodeNodeInfo(absl::Span<const uint8_t> smp_data) {
   n.class_version = d[kNiClassVersion];
   n.node_type = d[kNiNodeType];
   n.num_ports = d[kNiNumPorts];
-  n.system_image_guid = LoadBe(&d[kNiSystemImageGuid], 8);
-  n.node_guid = LoadBe(&d[kNiNodeGuid], 8);
-  n.port_guid = LoadBe(&d[kNiPortGuid], 8);
-  n.partition_cap = static_cast<uint16_t>(LoadBe(&d[kNiPartitionCap], 2));
-  n.device_id = static_cast<uint16_t>(LoadBe(&d[kNiDeviceId], 2));
-  n.revision = static_cast<uint32_t>(LoadBe(&d[kNiRevision], 4));
+  n.system_image_guid = LoadMadField(&d[kNiSystemImageGuid], 8);
+  n.node_guid = LoadMadField(&d[kNiNodeGuid], 8);
+  n.port_guid = LoadMadField(&d[kNiPortGuid], 8);
+  n.partition_cap = static_cast<uint16_t>(LoadMadField(&d[kNiPartitionCap], 2));
+  n.device_id = static_cast<uint16_t>(LoadMadField(&d[kNiDeviceId], 2));
+  n.revision = static_cast<uint32_t>(LoadMadField(&d[kNiRevision], 4));
   n.local_port_num = d[kNiLocalPortNum];
-  n.vendor_id = static_cast<uint32_t>(LoadBe(&d[kNiVendorId], 3));
+  n.vendor_id = static_cast<uint32_t>(LoadMadField(&d[kNiVendorId], 3));
   return n;
 }
 

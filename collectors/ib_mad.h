@@ -130,6 +130,16 @@ struct DrSmpHeader {
   uint16_t dr_dlid = 0;
 };
 
+// A big-endian field of `bytes` (1 to 8) bytes at `p`, as every MAD field is.
+uint64_t LoadMadField(const uint8_t* p, int bytes);
+
+// A Get() of `mgmt_class` / `class_version`: kMadSize bytes with the common
+// MAD header (offsets 0..23 above: base version 1, method Get, status 0, the
+// transaction, attribute and modifier) set and every other byte 0. The SMP
+// and the PerfMgt builders (collectors/ib_pma.h) start from it.
+std::vector<uint8_t> BuildMadGet(uint8_t mgmt_class, uint8_t class_version, uint16_t attribute_id,
+                                 uint32_t attribute_modifier, uint64_t transaction_id);
+
 // A SubnGet(attribute_id) along the directed route `path`: path[i] is the
 // port out of which hop i + 1 leaves (InitialPath[i + 1]); HopCount is
 // path.size(), HopPointer 0, DrSLID and DrDLID the permissive LID. An empty

@@ -47,11 +47,7 @@ absl::Status PortErrnoStatus(int err, absl::string_view context) {
   return s;
 }
 
-uint64_t TransactionIdOf(const uint8_t* mad) {
-  uint64_t v = 0;
-  for (int i = 8; i < 16; ++i) v = (v << 8) | mad[i];
-  return v;
-}
+uint64_t TransactionIdOf(const uint8_t* mad) { return LoadMadField(mad + 8, 8); }
 
 // One MAD class over libibumad: directed-route SMPs (class 0x81, QP0, the
 // permissive LID) or LID-routed GMPs to the port's own agent (class 0x04

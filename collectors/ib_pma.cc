@@ -70,26 +70,12 @@ uint64_t BitField(absl::Span<const uint8_t> data, size_t bit_offset, size_t widt
   return v;
 }
 
-uint64_t LoadBe(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
 }  // namespace
 
 std::vector<uint8_t> BuildPmaGet(uint16_t attribute_id, uint8_t port_select,
                                  uint64_t transaction_id) {
-  std::vector<uint8_t> mad(kMadSize, 0);
-  mad[0] = kMadBaseVersion;
-  mad[1] = kMgmtClassPerfMgt;
-  mad[2] = kPerfMgtClassVersion;
-  mad[3] = kMadMethodGet;
-  for (int i = 0; i < 8; ++i) {
-    mad[8 + i] = static_cast<uint8_t>(transaction_id >> (8 * (7 - i)));
-  }
-  mad[16] = static_cast<uint8_t>(attribute_id >> 8);
-  mad[17] = static_cast<uint8_t>(attribute_id);
+  std::vector<uint8_t> mad =
+      BuildMadGet(kMgmtClassPerfMgt, kPerfMgtClassVersion, attribute_id, 0, transaction_id);
   mad[kPmaDataOffset + 1] = port_select;
   return mad;
 }
@@ -124,19 +110,19 @@ absl::StatusOr<std::vector<PmaCounter>> ParsePmaGetResp(absl::Span<const uint8_t
     return UnparsableError(
         absl::StrFormat("PerfMgt method 0x%02x (expected 0x81, GetResp)", mad[3]));
   }
-  const uint64_t tid = LoadBe(&mad[8], 8);
+  const uint64_t tid = LoadMadField(&mad[8], 8);
   if (!SameMadTransaction(tid, transaction_id)) {
     return UnparsableError(absl::StrFormat("PerfMgt MAD of transaction 0x%016x (expected 0x%08x)",
                                            tid, static_cast<uint32_t>(transaction_id)));
   }
-  const auto attr = static_cast<uint16_t>(LoadBe(&mad[16], 2));
+  const auto attr = static_cast<uint16_t>(LoadMadField(&mad[16], 2));
   if (attr != attribute_id) {
     return UnparsableError(absl::StrCat("GetResp(", AttributeName(attr), ") (expected ",
                                         AttributeName(attribute_id), ")"));
   }
   // The 15 status bits mean what they mean for an SMP (bit 15 is the
   // directed-route D bit there, class-specific here, and not an error).
-  const auto status = static_cast<uint16_t>(LoadBe(&mad[4], 2) & 0x7fff);
+  const auto status = static_cast<uint16_t>(LoadMadField(&mad[4], 2) & 0x7fff);
   if (absl::Status s = MadStatusError(status, attribute_id); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("PerfMgt GetResp(", AttributeName(attribute_id),
                                                "): MAD status ", DescribeMadStatus(status)));

@@ -285,29 +285,22 @@ std::vector<ReadPlanRow> RdmaSysfsCollector::ReadPlan() const {
           }
           rows.push_back(std::move(r));
         }
-        if (pma > 0 && pma_transport_ != nullptr && PortIsInfiniBand(d.files[t], port)) {
-          // Two MADs (send and receive each) for the whole port.
+        if (pma > 0) {
+          // --ib-pma-mad on an InfiniBand port: two MADs (a send and a
+          // receive each) for the whole port; else one MAD per file.
+          const bool mads = pma_transport_ != nullptr && PortIsInfiniBand(d.files[t], port);
           rows.push_back({.collector = std::string(kName),
                           .device = d.name,
                           .port = port,
-                          .read = "PMA MADs (PortCountersExtended + PortCounters)",
+                          .read = mads ? "PMA MADs (PortCountersExtended + PortCounters)"
+                                       : "counters/ files (IB PMA)",
                           .tier = std::string(TierName(tier)),
                           .values = pma,
                           .reads_per_second = per_second,
-                          .syscalls_per_second = 4 * per_second,
-                          .queries_per_second = 2 * per_second,
-                          .note = "--ib-pma-mad; counters/ files where the MADs fail"});
-        } else if (pma > 0) {
-          rows.push_back({.collector = std::string(kName),
-                          .device = d.name,
-                          .port = port,
-                          .read = "counters/ files (IB PMA)",
-                          .tier = std::string(TierName(tier)),
-                          .values = pma,
-                          .reads_per_second = per_second,
-                          .syscalls_per_second = pma * per_second,
-                          .queries_per_second = pma * per_second,
-                          .note = "one PerfMgt MAD per file"});
+                          .syscalls_per_second = (mads ? 4 : pma) * per_second,
+                          .queries_per_second = (mads ? 2 : pma) * per_second,
+                          .note = mads ? "--ib-pma-mad; counters/ files where the MADs fail"
+                                       : "one PerfMgt MAD per file"});
         }
       }
     }
