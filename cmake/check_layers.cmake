@@ -7,8 +7,8 @@
 #   20    collectors  collectors/                 (peers: neither includes
 #   20    exporters   exporters/                   the other)
 #   30    analysis    daemon/scheduler.*, daemon/{spans,correlate,detect,query,state}/
-#   35    proto       generated fabricscope/v1/*.pb.h, opentelemetry/*.pb.h
-#   40    ingest      daemon/{ingest,recording}/
+#   35    proto       generated fabricscope/v1/*.pb.h, opentelemetry/*.pb.h, kubelet/*.pb.h
+#   40    ingest      daemon/{ingest,recording,kubernetes}/
 #   50    service     daemon/service/             (gRPC adapters)
 #   60    daemon      daemon/* (the roof: config, daemon, privileges, main)
 #   70    tools       tools/, bench/, tests/, fuzz/ (may include anything)
@@ -37,10 +37,10 @@ function(fabricscope_layer_of path out_rank out_name)
   elseif(path MATCHES "^daemon/(scheduler\\.|spans/|correlate/|detect/|query/|state/)")
     set(rank 30)
     set(name analysis)
-  elseif(path MATCHES "^(fabricscope/v1/|opentelemetry/)")
+  elseif(path MATCHES "^(fabricscope/v1/|opentelemetry/|kubelet/)")
     set(rank 35)
     set(name proto)
-  elseif(path MATCHES "^daemon/(ingest|recording)/")
+  elseif(path MATCHES "^daemon/(ingest|recording|kubernetes)/")
     set(rank 40)
     set(name ingest)
   elseif(path MATCHES "^daemon/service/")

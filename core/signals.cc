@@ -244,8 +244,10 @@ const MetricSpec& kProcessQpCounter = DefineMetric(
              "over its counter objects: the top processes per port by these counters, the rest "
              "summed as process=\"other\" (pid=\"\"). A gauge: the value drops when a "
              "process's last QP, and with it its counter object, goes away. Kept in the store "
-             "per process (source rdma_process) for process-scoped span correlation.",
-     .labels = {"device", "port", "process", "pid", "counter"},
+             "per process (source rdma_process) for process-scoped span correlation. namespace, "
+             "pod and container: the Kubernetes pod the process runs in, where the kubernetes "
+             "source knows it (empty otherwise).",
+     .labels = {"device", "port", "process", "pid", "counter", "namespace", "pod", "container"},
      .component = "rdma_netlink"});
 
 }  // namespace families

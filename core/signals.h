@@ -175,6 +175,7 @@ extern const MetricSpec& kLinkDownEvents;
 extern const MetricSpec& kPfcEnabled;
 extern const MetricSpec& kEcnEnabled;
 extern const MetricSpec& kHwCountersLifespan;
+extern const MetricSpec& kProcessQpCounter;
 }  // namespace families
 
 }  // namespace fabricscope

@@ -305,6 +305,22 @@ const std::vector<Option>& Options() {
             "process (and its GPU, from the process's open /dev/nvidiaN), judged and correlated "
             "like any other; offsets are kept in --state-dir. Empty: off.",
             kRestart, &Config::nccl_inspector_dir),
+        String("proc-root", "DIR",
+               "Where processes are read (the host's /proc: a DaemonSet needs hostPID): their "
+               "open /dev/nvidiaN and /dev/infiniband/uverbsN, their cgroups, and "
+               "DIR/driver/nvidia/gpus/*/information (GPU UUIDs and minors).",
+               kRestart, &Config::proc_root),
+        String("kubernetes-socket", "PATH",
+               "The kubelet's PodResources v1 socket: which pod and container holds which GPU, "
+               "RDMA device and SR-IOV VF, polled every --config-interval (2s deadline); "
+               "processes and spans are then attributed to pods. Runs when the socket exists at "
+               "start, or when PATH is not the default; empty: off.",
+               kRestart, &Config::kubernetes_socket),
+        String("kubernetes-log-dir", "DIR",
+               "The kubelet's log tree: DIR/pods/<namespace>_<pod>_<uid>/ and "
+               "DIR/containers/<pod>_<namespace>_<container>-<id>.log name the pod and container "
+               "behind a process's cgroup (pod UID, container id).",
+               kRestart, &Config::kubernetes_log_dir),
         String("span-kind-patterns", "LIST",
                "Span kind from the span name for spans without an explicit kind or "
                "fabricscope.kind attribute: REGEX=KIND entries separated by ';' (case-insensitive "

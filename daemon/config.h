@@ -37,6 +37,9 @@
 
 namespace fabricscope {
 
+// Where the kubelet serves PodResources v1 (its default --pod-resources path).
+inline constexpr char kDefaultKubeletSocket[] = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
 struct Config {
   std::string config_file;  // --config (flag only)
   std::string sysfs_root = "/sys";
@@ -93,6 +96,10 @@ struct Config {
   uint64_t stall_max_keys = 1024;
   // NCCL Inspector dump directory (daemon/ingest/nccl_inspector.h); empty: off.
   std::string nccl_inspector_dir;
+  // The kubernetes source (daemon/kubernetes/kubernetes_source.h).
+  std::string proc_root = "/proc";
+  std::string kubernetes_socket = std::string(kDefaultKubeletSocket);
+  std::string kubernetes_log_dir = "/var/log";
   uint64_t max_span_names = 100;
   double correlate_rate_factor = 3.0;
   double correlate_pause_fraction = 0.05;

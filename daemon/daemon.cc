@@ -197,8 +197,25 @@ absl::Status Daemon::Init() {
     if (!config_.state_dir.empty()) {
       nopt.offsets_file = absl::StrCat(config_.state_dir, "/nccl-inspector.offsets");
     }
+    nopt.proc_root = config_.proc_root;
     nccl_inspector_ =
         std::make_unique<NcclInspectorTailer>(std::move(nopt), ingester_.get(), clock_, &metrics_);
+  }
+  // Pods (daemon/kubernetes/kubernetes_source.h): when the kubelet's socket
+  // is there, or a path other than the default was asked for.
+  if (config_.replay_file.empty() && !config_.kubernetes_socket.empty()) {
+    struct stat st {};
+    const bool present =
+        ::stat(config_.kubernetes_socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+    if (present || config_.kubernetes_socket != kDefaultKubeletSocket) {
+      KubernetesOptions kopt;
+      kopt.socket = config_.kubernetes_socket;
+      kopt.proc_root = config_.proc_root;
+      kopt.sysfs_root = config_.sysfs_root;
+      kopt.log_dir = config_.kubernetes_log_dir;
+      kopt.interval = config_.config_interval;
+      kubernetes_ = std::make_unique<KubernetesSource>(std::move(kopt), &ports_, &metrics_);
+    }
   }
   ingest_service_ =
       std::make_unique<IngestService>(ingester_.get(), config_.stream_idle_timeout, &metrics_);
@@ -266,7 +283,8 @@ absl::Status Daemon::Init() {
        {"hot_interval", absl::FormatDuration(config_.hot_interval)},
        {"store_memory_bytes", absl::StrCat(config_.store_memory_bytes)},
        {"span_memory_bytes", absl::StrCat(config_.span_memory_bytes)},
-       {"state_dir", config_.state_dir}});
+       {"state_dir", config_.state_dir},
+       {"kubernetes", kubernetes_ ? config_.kubernetes_socket : std::string("off")}});
   if (config_.replay_file.empty()) WarnAboutSysfsRoot();
   if (!config_.metrics_auth_file.empty()) {
     Log(LogLevel::kWarn, "daemon",
@@ -512,6 +530,7 @@ int Daemon::Run() {
   correlation_worker_->Start();
   if (replay_) replay_->Start();
   if (nccl_inspector_) nccl_inspector_->Start();
+  if (kubernetes_) kubernetes_->Start();
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -541,6 +560,7 @@ int Daemon::Run() {
   const std::string grpc_took = stage();
   if (replay_) replay_->Stop();
   if (nccl_inspector_) nccl_inspector_->Stop();
+  if (kubernetes_) kubernetes_->Stop();
   correlation_worker_->Stop();
   scheduler_->Stop();
   const std::string workers_took = stage();

@@ -39,6 +39,7 @@
 #include "daemon/detect/event_log.h"
 #include "daemon/ingest/nccl_inspector.h"
 #include "daemon/ingest/span_ingester.h"
+#include "daemon/kubernetes/kubernetes_source.h"
 #include "daemon/query/query_engine.h"
 #include "daemon/recording/incident_writer.h"
 #include "daemon/recording/replay.h"
@@ -112,6 +113,7 @@ class Daemon {
   std::unique_ptr<IncidentWriter> incident_writer_;
   std::unique_ptr<SpanIngester> ingester_;
   std::unique_ptr<NcclInspectorTailer> nccl_inspector_;  // --nccl-inspector-dir
+  std::unique_ptr<KubernetesSource> kubernetes_;         // --kubernetes-socket
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<OtlpTraceService> otlp_service_;
   // Other gRPC services (the Query service) go here, before grpc_server_.

@@ -60,6 +60,21 @@ const MetricSpec& kGpuNicAffinity = DefineMetric(
              "topo -m names it (PIX, PXB, PHB, NODE, SYS; closest first).",
      .labels = {"gpu_bus_id", "gpu_index", "device", "relation"},
      .component = "topology"});
+// The pods holding this host's devices (store/pod_table.h; the kubernetes
+// source fills it into the port inventory).
+const MetricSpec& kPodDeviceInfo = DefineMetric(
+    {.name = "fabricscope_pod_device_info",
+     .type = MetricType::kGauge,
+     .help =
+         "1 for each device the kubelet's PodResources API allocated to a container on this "
+         "host: kind gpu (bus_id the GPU's PCI address, as gpu_bus_id of fabricscope_gpu_info), "
+         "rdma (an RDMA device, a PF or an SR-IOV VF: device as on the port series, bus_id its "
+         "PCI address, parent_device a VF's PF), pci (a PCI address that is no RDMA device) or "
+         "unresolved (an id that names no device here: the RDMA shared device plugin's, a MIG "
+         "instance, a device gone).",
+     .labels = {"namespace", "pod", "container", "resource", "device_id", "kind", "device",
+                "parent_device", "bus_id"},
+     .component = "kubernetes"});
 const MetricSpec& kCounterResets = DefineMetric(
     {.name = "fabricscope_series_resets_total",
      .type = MetricType::kCounter,
@@ -458,6 +473,28 @@ class WriterSink {
   ExpositionWriter* writer_;
 };
 
+// The pod of a per-process series (its pid label) as its namespace, pod and
+// container labels; a process in no known pod (or known by UID alone) keeps
+// them empty.
+void AddPodLabels(const PodTable& pods, std::vector<LabelView>* labels) {
+  if (pods.processes.empty()) return;
+  uint32_t pid = 0;
+  for (const LabelView& l : *labels) {
+    if (l.name == "pid" && !absl::SimpleAtoi(l.value, &pid)) return;
+  }
+  const PodProcess* p = pid != 0 ? pods.FindProcess(pid) : nullptr;
+  if (p == nullptr || !p->owner.named()) return;
+  for (LabelView& l : *labels) {
+    if (l.name == "namespace") {
+      l.value = p->owner.ns;
+    } else if (l.name == "pod") {
+      l.value = p->owner.pod;
+    } else if (l.name == "container") {
+      l.value = p->owner.container;
+    }
+  }
+}
+
 template <typename Sink>
 void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory, int64_t now_ns,
                         Sink* sink) {
@@ -564,6 +601,7 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
     kPci,
     kGpus,
     kAffinity,
+    kPods,
     kSaturated,
     kResets,
     kPeaks,
@@ -581,12 +619,15 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
       port_inventory != nullptr ? port_inventory->List() : std::vector<PortInfo>{};
   if (!ports.empty()) order.push_back({FindMetric("fabricscope_port_info"), Kind::kPortInfo});
   HostTopology topology;
+  std::shared_ptr<const PodTable> pods = std::make_shared<PodTable>();
   if (port_inventory != nullptr) {
     topology = port_inventory->Topology();
     order.push_back({&kLinkPartnerInfo, Kind::kPartners});
     order.push_back({&kPortPciInfo, Kind::kPci});
     order.push_back({&kGpuInfo, Kind::kGpus});
     order.push_back({&kGpuNicAffinity, Kind::kAffinity});
+    pods = port_inventory->Pods();
+    if (!pods->devices.empty()) order.push_back({&kPodDeviceInfo, Kind::kPods});
   }
   order.push_back({&kCounterSaturated, Kind::kSaturated});
   order.push_back({&kCounterResets, Kind::kResets});
@@ -614,6 +655,7 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
     switch (e.kind) {
       case Kind::kSignal: {
         const MetricSpec& spec = *groups[e.group].spec;
+        const bool process_family = &spec == &families::kProcessQpCounter;
         sink->Begin(spec, groups[e.group].n);
         const uint32_t end = begin[e.group + 1];
         for (uint32_t m = begin[e.group]; m < end; ++m) {
@@ -627,6 +669,7 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
           for (size_t l = 0; l < spec.labels.size(); ++l) {
             labels.push_back({spec.labels[l], s.signal->label_values[l]});
           }
+          if (process_family) AddPodLabels(*pods, &labels);
           sink->Sample(labels.data(), labels.size(), s.state.total);
         }
         sink->End();
@@ -690,6 +733,22 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
                                  {"gpu_index", num_text.Format(a.gpu_index)},
                                  {"device", a.device},
                                  {"relation", PciRelationName(a.relation)}};
+          sink->Sample(l, std::size(l), 1.0);
+        }
+        sink->End();
+        break;
+      case Kind::kPods:
+        sink->Begin(*e.spec, pods->devices.size());
+        for (const PodDevice& d : pods->devices) {
+          const LabelView l[] = {{"namespace", d.owner.ns},
+                                 {"pod", d.owner.pod},
+                                 {"container", d.owner.container},
+                                 {"resource", d.resource},
+                                 {"device_id", d.device_id},
+                                 {"kind", PodDeviceKindName(d.kind)},
+                                 {"device", d.device},
+                                 {"parent_device", d.parent_device},
+                                 {"bus_id", d.bus_id}};
           sink->Sample(l, std::size(l), 1.0);
         }
         sink->End();

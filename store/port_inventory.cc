@@ -34,6 +34,17 @@ HostTopology PortInventory::Topology() const {
   return topology_;
 }
 
+void PortInventory::SetPods(PodTable pods) {
+  auto table = std::make_shared<const PodTable>(std::move(pods));
+  std::lock_guard lock(mu_);
+  pods_ = std::move(table);
+}
+
+std::shared_ptr<const PodTable> PortInventory::Pods() const {
+  std::lock_guard lock(mu_);
+  return pods_;
+}
+
 void PortInventory::SetHwCountersClaim(const std::string& device, uint32_t port, bool claimed) {
   std::lock_guard lock(mu_);
   auto key = std::make_pair(device, port);

@@ -15,7 +15,8 @@
 // partners, PCI placement of each port, GPUs and GPU-NIC affinity. The
 // topology collector (collectors/topology_collector.h) replaces it as a whole
 // on each config tick; the correlator (GPU-scoped spans, partner names), the
-// query engine and the CLI read it.
+// query engine and the CLI read it. Likewise the pods (store/pod_table.h):
+// the kubernetes source replaces them each config tick.
 //
 // Records are keyed by (device, port): Upsert replaces the record with the
 // same key in place, else appends. A port that vanished is upserted with
@@ -31,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -38,6 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "store/pod_table.h"
 
 namespace fabricscope {
 
@@ -145,6 +148,12 @@ class PortInventory {
   void SetTopology(HostTopology topology);
   HostTopology Topology() const;
 
+  // The pods holding this host's devices and processes (store/pod_table.h),
+  // replaced as a whole by the kubernetes source; never null (empty until
+  // it first runs, and without it).
+  void SetPods(PodTable pods);
+  std::shared_ptr<const PodTable> Pods() const;
+
   // hw_counters source of a port: the rdma_netlink collector claims the ports
   // whose hardware counters it reads over RDMA netlink, and rdma_sysfs skips
   // the hw_counters files of a claimed port, so that each series has exactly
@@ -161,6 +170,7 @@ class PortInventory {
   mutable std::mutex mu_;
   std::vector<PortInfo> ports_ ABSL_GUARDED_BY(mu_);
   HostTopology topology_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PodTable> pods_ ABSL_GUARDED_BY(mu_) = std::make_shared<PodTable>();
   std::vector<std::pair<std::string, uint32_t>> hw_claims_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> claims_generation_{0};
 };

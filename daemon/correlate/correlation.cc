@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/base/attributes.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -150,6 +151,40 @@ void SpanScope::CoverEveryPort(const std::vector<PortInfo>& ports) {
   }
 }
 
+std::optional<PciRelation> SpanScope::AddNicsNearest(const GpuInfo& gpu, uint32_t rdma_port,
+                                                     const std::vector<PortInfo>& ports,
+                                                     const HostTopology& topology,
+                                                     std::vector<std::string>* names) {
+  std::optional<PciRelation> nearest;
+  for (const GpuNicAffinity& a : topology.affinity) {
+    if (a.gpu_bus_id != gpu.bus_id) continue;
+    if (!nearest.has_value() || a.relation < *nearest) nearest = a.relation;
+  }
+  if (!nearest.has_value()) return nearest;
+  for (const GpuNicAffinity& a : topology.affinity) {
+    if (a.gpu_bus_id == gpu.bus_id && a.relation == *nearest) {
+      AddDevice(a.device, rdma_port, ports, names);
+    }
+  }
+  return nearest;
+}
+
+void SpanScope::AddDevice(const std::string& device, uint32_t rdma_port,
+                          const std::vector<PortInfo>& ports, std::vector<std::string>* names) {
+  bool listed = false;  // the device's ports as the inventory has them
+  for (const PortInfo& p : ports) {
+    if (p.device != device || (rdma_port != 0 && p.port != rdma_port)) continue;
+    listed = true;
+    ports_.emplace_back(p.device, p.port);
+    names->push_back(PortName(p.device, p.port));
+    if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
+  }
+  if (!listed) {  // not in the inventory (yet): the device's series by name
+    ports_.emplace_back(device, rdma_port);
+    names->push_back(PortName(device, rdma_port));
+  }
+}
+
 bool SpanScope::ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
                            const HostTopology* topology) {
   const GpuInfo* gpu = topology != nullptr ? topology->FindGpu(span.gpu) : nullptr;
@@ -159,41 +194,100 @@ bool SpanScope::ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
   }
   // The topology's bus id, whichever form the span named the GPU by.
   const std::string gpu_name = absl::StrCat("GPU ", gpu->bus_id);
-  std::optional<PciRelation> nearest;
-  for (const GpuNicAffinity& a : topology->affinity) {
-    if (a.gpu_bus_id != gpu->bus_id) continue;
-    if (!nearest.has_value() || a.relation < *nearest) nearest = a.relation;
-  }
+  std::vector<std::string> names;
+  const std::optional<PciRelation> nearest =
+      AddNicsNearest(*gpu, span.rdma_port, ports, *topology, &names);
   if (!nearest.has_value()) {
     description_ = absl::StrCat("no NIC placement known for ", gpu_name, ": every port");
     return false;
-  }
-  std::vector<std::string> names;
-  for (const GpuNicAffinity& a : topology->affinity) {
-    if (a.gpu_bus_id != gpu->bus_id || a.relation != *nearest) continue;
-    bool listed = false;  // the device's ports as the inventory has them
-    for (const PortInfo& p : ports) {
-      if (p.device != a.device || (span.rdma_port != 0 && p.port != span.rdma_port)) continue;
-      listed = true;
-      ports_.emplace_back(p.device, p.port);
-      names.push_back(PortName(p.device, p.port));
-      if (!p.netdev.empty()) netdevs_.push_back(p.netdev);
-    }
-    if (!listed) {  // not in the inventory (yet): the device's series by name
-      ports_.emplace_back(a.device, span.rdma_port);
-      names.push_back(PortName(a.device, span.rdma_port));
-    }
   }
   description_ = absl::StrCat("NICs nearest ", gpu_name, " (", PciRelationName(*nearest),
                               "): ", absl::StrJoin(names, ", "));
   return true;
 }
 
+bool SpanScope::ScopeToPod(const Span& span, const SpanPod& pod, const std::vector<PortInfo>& ports,
+                           const HostTopology* topology) {
+  std::vector<std::string> names;
+  if (!pod.rdma_devices.empty()) {
+    for (const std::string& device : pod.rdma_devices) {
+      AddDevice(device, span.rdma_port, ports, &names);
+    }
+    description_ = absl::StrCat("pod ", pod.pod.Name(), " devices: ", absl::StrJoin(names, ", "));
+    return true;
+  }
+  std::vector<std::string> gpus;
+  for (const std::string& bus : pod.gpus) {
+    const GpuInfo* gpu = topology != nullptr ? topology->FindGpu(bus) : nullptr;
+    if (gpu != nullptr && AddNicsNearest(*gpu, span.rdma_port, ports, *topology, &names)) {
+      gpus.push_back(gpu->bus_id);
+    }
+  }
+  if (gpus.empty()) {
+    description_ = absl::StrCat("pod ", pod.pod.Name(),
+                                pod.gpus.empty() ? ": no RDMA device or GPU allocated"
+                                                 : ": no NIC placement known for its GPUs",
+                                ": every port");
+    return false;
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  description_ = absl::StrCat("pod ", pod.pod.Name(), " NICs nearest its GPUs ",
+                              absl::StrJoin(gpus, ", "), ": ", absl::StrJoin(names, ", "));
+  return true;
+}
+
+SpanPod ResolveSpanPod(const Span& span, const PodTable& pods) {
+  SpanPod out;
+  out.pod = PodFromAttributes(span.attributes);
+  if (out.pod.named() || !out.pod.uid.empty()) {
+    out.via = "span attributes";
+  } else if (const PodProcess* p = span.pid != 0 ? pods.FindProcess(span.pid) : nullptr;
+             p != nullptr) {
+    out.pod = p->owner;
+    out.via = absl::StrCat("process ", span.pid, " (", p->via, ")");
+  } else {
+    return out;
+  }
+  if (!out.pod.named()) {
+    if (const PodRef* named = pods.FindUid(out.pod.uid); named != nullptr) {
+      out.pod.ns = named->ns;
+      out.pod.pod = named->pod;
+    }
+  }
+  std::vector<std::string> parents;
+  for (const PodDevice* d : pods.DevicesOf(out.pod)) {
+    if (d->kind == PodDeviceKind::kRdma) {
+      if (!absl::c_linear_search(out.rdma_devices, d->device))
+        out.rdma_devices.push_back(d->device);
+      if (!d->parent_device.empty() && !absl::c_linear_search(parents, d->parent_device)) {
+        parents.push_back(d->parent_device);
+      }
+    } else if (d->kind == PodDeviceKind::kGpu && !absl::c_linear_search(out.gpus, d->bus_id)) {
+      out.gpus.push_back(d->bus_id);
+    }
+  }
+  for (std::string& p : parents) {
+    if (!absl::c_linear_search(out.rdma_devices, p)) out.rdma_devices.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool SpanScope::NeedsTopology(const Span& span, const SpanPod* pod) {
+  if (UsesGpuHint(span)) return true;
+  return pod != nullptr && span.gpu.empty() && span.rdma_device.empty() && span.netdev.empty() &&
+         pod->rdma_devices.empty() && !pod->gpus.empty();
+}
+
 SpanScope::SpanScope(const Span& span, const std::vector<PortInfo>& ports,
-                     const HostTopology* topology) {
+                     const HostTopology* topology, const SpanPod* pod) {
   const bool hinted = !span.rdma_device.empty() || !span.netdev.empty();
   if (!hinted) {
     if (!span.gpu.empty() && ScopeToGpu(span, ports, topology)) return;
+    if (span.gpu.empty() && pod != nullptr && (pod->pod.named() || !pod->pod.uid.empty()) &&
+        ScopeToPod(span, *pod, ports, topology)) {
+      return;
+    }
     CoverEveryPort(ports);
     if (description_.empty()) description_ = ports.empty() ? "every series" : "every port";
     return;

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,8 @@
 #include "daemon/correlate/signal_class.h"
 #include "daemon/correlate/window_stats.h"
 #include "daemon/spans/span.h"
+#include "store/pod_table.h"
+#include "store/port_inventory.h"
 
 namespace fabricscope {
 
@@ -145,6 +148,10 @@ struct SpanCorrelation {
   // "NICs nearest GPU 0000:1b:00.0 (PIX): mlx5_0/1",
   // "GPU 7 unknown to the topology: every port".
   std::string scope;
+  // The Kubernetes pod the span is attributed to (its k8s.* resource
+  // attributes, else its process's pod), empty when none; and how.
+  PodRef pod;
+  std::string pod_via;  // "span attributes", "process 4242 (devices)"
   // Series in scope: congestion series first, the anomalous ones ranked
   // pause fractions first, then rates against a baseline, then rates with
   // no_baseline, each by score (descending); then context series. The anomalous ones are the prefix
@@ -164,6 +171,19 @@ struct SpanCorrelation {
 // scope and the verdicts name a port.
 std::string PortName(absl::string_view device, uint32_t port);
 
+// The pod of a span and the devices that scope it: the pod its k8s.*
+// resource attributes name (k8s.pod.uid alone is named through the table),
+// else the pod of its process (Span::pid) in the table; its RDMA devices
+// (each VF's PF after them: the physical port it rides) and its GPUs, the
+// container's own when the span names a container that holds any.
+struct SpanPod {
+  PodRef pod;
+  std::string via;
+  std::vector<std::string> rdma_devices;
+  std::vector<std::string> gpus;  // bus ids
+};
+SpanPod ResolveSpanPod(const Span& span, const PodTable& pods);
+
 // Scope matching, exposed for tests: whether a series at `key` belongs to the
 // span's scope given the port inventory and, for a GPU hint, the host
 // topology (see "GPU scope" above).
@@ -171,12 +191,17 @@ class SpanScope {
  public:
   // `topology` may be null (none known): a GPU hint then falls back to every
   // port. Neither argument is retained.
+  // `pod` (may be null) scopes a span with no hint of its own (see "Pod
+  // scope" in correlator.h).
   SpanScope(const Span& span, const std::vector<PortInfo>& ports,
-            const HostTopology* topology = nullptr);
+            const HostTopology* topology = nullptr, const SpanPod* pod = nullptr);
 
   // Whether the span's GPU hint is the one that scopes it (no explicit NIC
   // hint): only then does the scope need the topology.
   static bool UsesGpuHint(const Span& span);
+  // Whether the scope needs the topology: a GPU hint, or a pod scoped by its
+  // GPUs.
+  static bool NeedsTopology(const Span& span, const SpanPod* pod);
 
   bool Contains(const SeriesKey& key) const;
   // How the scope was chosen, for humans (SpanCorrelation::scope).
@@ -189,6 +214,20 @@ class SpanScope {
   // unknown, with the reason in `description_`.
   bool ScopeToGpu(const Span& span, const std::vector<PortInfo>& ports,
                   const HostTopology* topology);
+  // The NICs nearest `gpu` (a topology GPU) into the scope, their names
+  // appended; the relation, or nullopt when no placement is known.
+  std::optional<PciRelation> AddNicsNearest(const GpuInfo& gpu, uint32_t rdma_port,
+                                            const std::vector<PortInfo>& ports,
+                                            const HostTopology& topology,
+                                            std::vector<std::string>* names);
+  // The pod-scoped case; false (nothing set) when the pod has no RDMA device
+  // and no GPU with a known placement.
+  bool ScopeToPod(const Span& span, const SpanPod& pod, const std::vector<PortInfo>& ports,
+                  const HostTopology* topology);
+  // `device` (port `rdma_port`, 0: all) into the scope: its inventory ports
+  // and their netdevs, else the device's series by name.
+  void AddDevice(const std::string& device, uint32_t rdma_port, const std::vector<PortInfo>& ports,
+                 std::vector<std::string>* names);
 
   bool all_ = false;
   std::vector<std::pair<std::string, uint32_t>> ports_;  // port 0: every port of the device

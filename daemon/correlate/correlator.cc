@@ -185,9 +185,16 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   const int64_t gap_ns = absl::ToInt64Nanoseconds(options_.max_sample_gap);
 
   const std::vector<PortInfo> ports = ports_ != nullptr ? ports_->List() : std::vector<PortInfo>{};
+  SpanPod pod;  // the span's pod, if the kubernetes source knows pods
+  if (ports_ != nullptr) {
+    const std::shared_ptr<const PodTable> pods = ports_->Pods();
+    pod = ResolveSpanPod(span, *pods);
+  }
+  out.pod = pod.pod;
+  out.pod_via = pod.via;
   std::optional<HostTopology> topology;  // copied only for a GPU-scoped span
-  if (ports_ != nullptr && SpanScope::UsesGpuHint(span)) topology = ports_->Topology();
-  const SpanScope scope(span, ports, topology.has_value() ? &*topology : nullptr);
+  if (ports_ != nullptr && SpanScope::NeedsTopology(span, &pod)) topology = ports_->Topology();
+  const SpanScope scope(span, ports, topology.has_value() ? &*topology : nullptr, &pod);
   out.scope = scope.description();
   // Whether the store evicted samples of [t0 - max gap, ...): asked once, and
   // only for a series blind before its first sample.

@@ -102,6 +102,17 @@
 // every port, and SpanCorrelation::scope says so. The topology is copied
 // from the inventory once per GPU-scoped span (only for those).
 //
+// Pod scope: a span with no hint of its own (no rdma.device, netdev or GPU)
+// that belongs to a Kubernetes pod (its k8s.namespace.name/k8s.pod.name or
+// k8s.pod.uid resource attributes, else its process's pod) is scoped to the
+// RDMA devices the kubelet allocated to that pod (its container's, when the
+// span names a container that holds any): SR-IOV VFs and, after them, each
+// VF's PF (the physical port the VF rides, whose PFC and port counters only
+// the PF has); a pod with no RDMA device is scoped to the NICs nearest its
+// GPUs (as a GPU hint, over all of them). A pod with neither falls back to
+// every port. SpanCorrelation::pod names the pod, ::scope the devices
+// (store/pod_table.h, daemon/kubernetes/kubernetes_source.h).
+//
 // Thread-safety: Correlate() is const and thread-safe (it only reads the
 // store). The store must outlive the correlator.
 #pragma once

@@ -281,15 +281,25 @@ RejectReason ConvertNativeSpan(const v1::Span& in, const ConvertContext& ctx, Sp
   return RejectReason::kNone;
 }
 
+// The resource attributes every span of the resource keeps: host, service,
+// process, and the Kubernetes pod (OpenTelemetry's k8s.* resource
+// conventions, as the OTel Collector's k8sattributes processor or
+// OTEL_RESOURCE_ATTRIBUTES set them: a span's pod scopes its correlation).
+namespace {
+bool IsKeptResourceAttribute(absl::string_view key) {
+  return key == "host.name" || key == "service.name" || key == "process.pid" ||
+         key == "k8s.namespace.name" || key == "k8s.pod.name" || key == "k8s.pod.uid" ||
+         key == "k8s.container.name";
+}
+}  // namespace
+
 OtlpResourceInfo ConvertOtlpResource(const opentelemetry::proto::resource::v1::Resource& resource,
                                      const IngestLimits& limits) {
   OtlpResourceInfo info;
   for (const otlp_common::KeyValue& kv : resource.attributes()) {
-    if (kv.key() != "host.name" && kv.key() != "service.name" && kv.key() != "process.pid") {
-      continue;
-    }
+    if (!IsKeptResourceAttribute(kv.key())) continue;
     // OTLP keys are unique; a resource that repeats one keeps its last value
-    // (so at most three attributes are appended to every span).
+    // (so at most seven attributes are appended to every span).
     info.kept.erase(std::remove_if(info.kept.begin(), info.kept.end(),
                                    [&kv](const auto& a) { return a.first == kv.key(); }),
                     info.kept.end());
@@ -308,9 +318,10 @@ RejectReason ConvertOtlpSpan(const otlp_trace::Span& in, const OtlpResourceInfo&
   }
   if (resource.too_large) {
     if (detail) {
-      *detail =
-          absl::StrCat("a resource attribute (host.name/service.name/process.pid) is longer than ",
-                       limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
+      *detail = absl::StrCat(
+          "a kept resource attribute (host.name, service.name, process.pid, k8s.*) "
+          "is longer than ",
+          limits.max_attribute_bytes, " bytes (--max-attribute-bytes)");
     }
     return RejectReason::kAttributeTooLarge;
   }

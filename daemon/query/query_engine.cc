@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace fabricscope {
@@ -247,6 +248,18 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
     case CorrelateQuery::Selector::kNone:
       return absl::InvalidArgumentError("one of trace_id, span_id or time_range is required");
   }
+  PodRef want_pod;
+  std::shared_ptr<const PodTable> pods;
+  if (!query.pod.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(query.pod, '/');
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pod must be NAMESPACE/POD, got '", query.pod, "'"));
+    }
+    want_pod.ns = parts[0];
+    want_pod.pod = parts[1];
+    pods = ports_ != nullptr ? ports_->Pods() : std::make_shared<const PodTable>();
+  }
   std::vector<CorrelatedSpan> out;
   out.reserve(spans.size());
   for (SpanRef& span : spans) {
@@ -254,6 +267,7 @@ absl::StatusOr<std::vector<CorrelatedSpan>> QueryEngine::Correlate(
       return absl::CancelledError(
           absl::StrCat("correlate cancelled after ", out.size(), " of ", spans.size(), " spans"));
     }
+    if (pods != nullptr && !ResolveSpanPod(*span, *pods).pod.SamePod(want_pod)) continue;
     SpanCorrelation c = CorrelateSpan(*span, query.include_all_series);
     out.push_back({std::move(span), std::move(c), {}});
   }

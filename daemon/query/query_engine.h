@@ -67,6 +67,11 @@ struct CorrelateQuery {
   // `to` before `from` is an error), only those named `name` unless empty.
   QueryTimeRange time_range;
   std::string name;
+  // "NAMESPACE/POD": only the spans attributed to that Kubernetes pod (its
+  // k8s.* resource attributes, else its process's pod; see "Pod scope" in
+  // daemon/correlate/correlator.h), among those the selector found; empty:
+  // every span.
+  std::string pod;
   // At most this many spans (0 = QueryEngine::kMaxSpans; capped at it).
   uint32_t limit = 0;
   // Keep every in-scope series in the verdicts, not only the anomalous ones.

@@ -103,6 +103,7 @@ CorrelateQuery CorrelateQueryFromProto(const v1::CorrelateRequest& request) {
       break;
   }
   q.name = request.name();
+  q.pod = request.pod();
   q.limit = request.limit();
   q.include_all_series = request.include_all_series();
   if (request.has_selection()) {
@@ -232,6 +233,14 @@ void FillSpanVerdict(const Span& span, const SpanCorrelation& c, v1::SpanVerdict
   out->set_covered_series(static_cast<uint32_t>(c.covered_series));
   out->set_gpu(span.gpu);
   out->set_scope(c.scope);
+  if (c.pod.named() || !c.pod.uid.empty()) {
+    v1::PodRef* pod = out->mutable_pod();
+    pod->set_namespace_(c.pod.ns);
+    pod->set_name(c.pod.pod);
+    pod->set_container(c.pod.container);
+    pod->set_uid(c.pod.uid);
+    pod->set_via(c.pod_via);
+  }
   out->set_kind(std::string(SpanKindName(span.kind)));
   if (const std::pair<int64_t, int64_t> w = JudgedWindow(span);
       w.first != span.start_unix_nano || w.second != span.end_unix_nano) {

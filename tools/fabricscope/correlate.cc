@@ -416,6 +416,27 @@ absl::StatusOr<std::optional<v1::SpanSelection>> ParseSpanSelection(const Flags&
   return sel;
 }
 
+// ,"pod":{...} when the span is attributed to a pod.
+std::string PodJson(const v1::SpanVerdict& v) {
+  if (!v.has_pod()) return "";
+  const v1::PodRef& p = v.pod();
+  return absl::StrCat(",\"pod\":{\"namespace\":", JsonString(p.namespace_()),
+                      ",\"name\":", JsonString(p.name()),
+                      ",\"container\":", JsonString(p.container()),
+                      ",\"uid\":", JsonString(p.uid()), ",\"via\":", JsonString(p.via()), "}");
+}
+
+// "    pod: ns/name/container (via ...)\n" when the span is attributed to a pod.
+std::string PodLine(const v1::SpanVerdict& v) {
+  if (!v.has_pod()) return "";
+  const v1::PodRef& p = v.pod();
+  std::string name = p.name().empty() ? absl::StrCat("uid ", p.uid())
+                                      : absl::StrCat(p.namespace_(), "/", p.name());
+  if (!p.container().empty()) absl::StrAppend(&name, "/", p.container());
+  return absl::StrCat("    pod: ", name, p.via().empty() ? "" : absl::StrCat(" (", p.via(), ")"),
+                      "\n");
+}
+
 std::string CorrelateJson(const v1::CorrelateResponse& response) {
   std::string out = "[";
   for (int i = 0; i < response.spans_size(); ++i) {
@@ -427,7 +448,7 @@ std::string CorrelateJson(const v1::CorrelateResponse& response) {
         ",\"stall\":", v.stall() ? "true" : "false",
         ",\"verdict\":", JsonString(VerdictText(v.verdict())),
         ",\"reason\":", JsonString(v.reason()), ",\"scope\":", JsonString(v.scope()),
-        StallCheckJson(v), StepsJson(v), ",\"signals\":[");
+        StallCheckJson(v), StepsJson(v), PodJson(v), ",\"signals\":[");
     for (int j = 0; j < v.signals_size(); ++j) {
       const v1::SignalCorrelation& s = v.signals(j);
       absl::StrAppend(
@@ -465,6 +486,7 @@ std::string CorrelateHuman(const v1::CorrelateResponse& response) {
     if (v.verdict() != v1::VERDICT_FABRIC) absl::StrAppend(&out, "    ", v.reason(), "\n");
     if (v.stall()) absl::StrAppend(&out, StallCheckLine(v));
     absl::StrAppend(&out, StepLines(v));
+    absl::StrAppend(&out, PodLine(v));
     if (!v.scope().empty()) absl::StrAppend(&out, "    scope: ", v.scope(), "\n");
     int rank = 0;
     for (const v1::SignalCorrelation& s : v.signals()) absl::StrAppend(&out, SeriesLine(s, ++rank));
@@ -477,10 +499,11 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
   std::ostream& out = std::cout;
   const auto run = Invocation::Start(
       ctx, "correlate", args,
-      {.values = {"trace-id", "span-id", "since", "name", "limit", "verdict"},
+      {.values = {"trace-id", "span-id", "since", "name", "pod", "limit", "verdict"},
        .bools = {"all-series", "stalls", "all"},
        .usage = "usage: fabricscope correlate --trace-id HEX | --span-id HEX | --since DUR "
-                "[--name N] [--verdict fabric|clean|unknown]... [--stalls] [--all] "
+                "[--name N] [--pod NAMESPACE/POD] [--verdict fabric|clean|unknown]... [--stalls] "
+                "[--all] "
                 "[--all-series] [--limit N] [--server HOST:PORT] [--output human|json]\n"
                 "  after a summary line, the stalls (fabric-bound and longest first), then\n"
                 "  the other fabric spans grouped by port and signal (json: each listed)\n"
@@ -512,6 +535,15 @@ int RunCorrelate(const CliContext& ctx, const std::vector<std::string>& args) {
     req.mutable_time_range()->set_to_unix_nano(static_cast<uint64_t>(now + 60'000'000'000));
   }
   if (flags.Has("name")) req.set_name(flags.Get("name"));
+  if (flags.Has("pod")) {
+    const std::string pod = flags.Get("pod");
+    const size_t slash = pod.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == pod.size() ||
+        pod.find('/', slash + 1) != std::string::npos) {
+      return run->Usage(absl::StrCat("--pod takes NAMESPACE/POD, got \"", pod, "\""));
+    }
+    req.set_pod(pod);
+  }
   auto selection =
       ParseSpanSelection(flags, /*default_all=*/!flags.Has("since"), /*grouped=*/!run->json());
   if (!selection.ok()) return run->Usage(selection.status().message());

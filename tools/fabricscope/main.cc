@@ -33,8 +33,9 @@ const Subcommand kSubcommands[] = {
     {"push", "push [--batch=N] < spans.jsonl",
      "Send spans (JSON lines on stdin) to the daemon's Ingest API.", RunPush},
     {"correlate",
-     "correlate --trace-id=HEX | --span-id=HEX | --since=DUR [--name=N] [--all-series]\n"
-     "            [--verdict=fabric|clean|unknown]... [--stalls] [--all] [--limit=N (50)]",
+     "correlate --trace-id=HEX | --span-id=HEX | --since=DUR [--name=N] [--pod=NS/POD]\n"
+     "            [--all-series]"
+     " [--verdict=fabric|clean|unknown]... [--stalls] [--all] [--limit=N (50)]",
      "Was it the fabric? A summary line, then the stalls and fabric spans: verdict and the\n"
      "      congestion signals ranked by score (--verdict/--stalls/--all select others).",
      RunCorrelate},

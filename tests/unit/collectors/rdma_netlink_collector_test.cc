@@ -436,15 +436,17 @@ TEST_F(RdmaNetlinkTest, PerProcessCountersAreBoundedTopKWithTheRestAsOther) {
   std::string m = Exposition();
   const std::string fam = "fabricscope_rdma_process_qp_counter{";
   EXPECT_EQ(CountLines(m, fam), 6 * 6) << m;  // 5 processes + other, 6 counters each
-  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"worker107\",pid=\"107\","
-                           "counter=\"out_of_sequence\"} 70"))
+  EXPECT_TRUE(Has(m, fam +
+                         "device=\"mlx5_0\",port=\"1\",process=\"worker107\",pid=\"107\","
+                         "counter=\"out_of_sequence\",namespace=\"\",pod=\"\",container=\"\"} 70"))
       << m;
-  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\","
-                           "counter=\"out_of_sequence\"} 30"));  // 101 + 102
   EXPECT_TRUE(Has(
       m,
       fam +
-          "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\",counter=\"packet_seq_err\"} 2"));
+          "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\","
+          "counter=\"out_of_sequence\",namespace=\"\",pod=\"\",container=\"\"} 30"));  // 101 + 102
+  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\",counter="
+                           "\"packet_seq_err\",namespace=\"\",pod=\"\",container=\"\"} 2"));
   EXPECT_EQ(m.find("worker101"), std::string::npos);
   std::istringstream exposition(m);
   for (std::string line; std::getline(exposition, line);) {
@@ -487,13 +489,14 @@ TEST_F(RdmaNetlinkTest, PerProcessStoreSeriesStayBoundedWithManyPids) {
   EXPECT_EQ(ProcessSeries(), std::make_pair(size_t{6 * 6}, size_t{6 * 6}));
   std::string m = Exposition();
   const std::string fam = "fabricscope_rdma_process_qp_counter{";
-  EXPECT_TRUE(Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"unknown\",pid=\"1299\","
-                           "counter=\"out_of_sequence\"} 1299"))
+  EXPECT_TRUE(
+      Has(m, fam + "device=\"mlx5_0\",port=\"1\",process=\"unknown\",pid=\"1299\","
+                   "counter=\"out_of_sequence\",namespace=\"\",pod=\"\",container=\"\"} 1299"))
       << m;
   // 1000..1294 summed.
   EXPECT_TRUE(Has(m, fam +
                          "device=\"mlx5_0\",port=\"1\",process=\"other\",pid=\"\","
-                         "counter=\"out_of_sequence\"} " +
+                         "counter=\"out_of_sequence\",namespace=\"\",pod=\"\",container=\"\"} " +
                          std::to_string((1000 + 1294) * 295 / 2)))
       << m;
 
