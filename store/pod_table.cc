@@ -38,6 +38,22 @@ const PodProcess* PodTable::FindProcess(uint32_t pid) const {
   return it != processes.end() && it->pid == pid ? &*it : nullptr;
 }
 
+const PodProcess* PodTable::FindSpanProcess(uint32_t pid, absl::string_view host_name) const {
+  if (pid == 0) return nullptr;
+  const PodProcess* inner = nullptr;
+  size_t inner_count = 0;
+  for (const PodProcess& p : processes) {
+    if (p.ns_pid != pid) continue;
+    if (!host_name.empty() && p.owner.pod == host_name) return &p;
+    inner = &p;
+    ++inner_count;
+  }
+  const PodProcess* host = FindProcess(pid);
+  if (host != nullptr && !host_name.empty() && host->owner.pod == host_name) return host;
+  if (host != nullptr) return inner_count == 0 ? host : nullptr;
+  return inner_count == 1 ? inner : nullptr;
+}
+
 const PodRef* PodTable::FindUid(absl::string_view uid) const {
   if (uid.empty()) return nullptr;
   for (const PodProcess& p : processes) {

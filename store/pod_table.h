@@ -66,7 +66,11 @@ struct PodDevice {
 
 // A process attributed to a container, and by what.
 struct PodProcess {
-  uint32_t pid = 0;
+  uint32_t pid = 0;  // in the daemon's (the host's) pid namespace
+  // The pid the process has in its own pid namespace (the container's: what
+  // an OpenTelemetry SDK inside it reports as process.pid); 0 when it shares
+  // the host's.
+  uint32_t ns_pid = 0;
   PodRef owner;
   std::string via;  // "devices" or "cgroup"
 
@@ -79,6 +83,14 @@ struct PodTable {
 
   // The pod of `pid`, null when none is known.
   const PodProcess* FindProcess(uint32_t pid) const;
+  // The process a span's process.pid names. An SDK inside a container reports
+  // its pid in the container's pid namespace, so `pid` may be a host pid or
+  // a container's: the process whose container pid it is and whose pod is
+  // `host_name` (a container's hostname is its pod's name unless the pod sets
+  // one) wins, else the one host process with that pid, else the one
+  // container process with that container pid; null when none or several
+  // could be meant.
+  const PodProcess* FindSpanProcess(uint32_t pid, absl::string_view host_name) const;
   // The named pod whose UID is `uid` (from a process attributed by both its
   // devices and cgroup, or a device owner that carries it); null if none.
   const PodRef* FindUid(absl::string_view uid) const;

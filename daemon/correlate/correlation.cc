@@ -237,15 +237,27 @@ bool SpanScope::ScopeToPod(const Span& span, const SpanPod& pod, const std::vect
   return true;
 }
 
+namespace {
+// The span's host.name (a container's hostname: its pod's name by default).
+absl::string_view SpanHostName(const Span& span) {
+  for (const auto& [key, value] : span.attributes) {
+    if (key == "host.name") return value;
+  }
+  return {};
+}
+}  // namespace
+
 SpanPod ResolveSpanPod(const Span& span, const PodTable& pods) {
   SpanPod out;
   out.pod = PodFromAttributes(span.attributes);
   if (out.pod.named() || !out.pod.uid.empty()) {
     out.via = "span attributes";
-  } else if (const PodProcess* p = span.pid != 0 ? pods.FindProcess(span.pid) : nullptr;
+  } else if (const PodProcess* p = pods.FindSpanProcess(span.pid, SpanHostName(span));
              p != nullptr) {
     out.pod = p->owner;
-    out.via = absl::StrCat("process ", span.pid, " (", p->via, ")");
+    out.via = p->pid == span.pid ? absl::StrCat("process ", span.pid, " (", p->via, ")")
+                                 : absl::StrCat("process ", span.pid, " in its container, ", p->pid,
+                                                " on the host (", p->via, ")");
   } else {
     return out;
   }

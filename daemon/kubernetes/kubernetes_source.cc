@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/log.h"
 #include "daemon/kubernetes/host_view.h"
 #include "grpcpp/grpcpp.h"
@@ -130,6 +131,21 @@ std::vector<Candidate> ScanProcesses(const KubernetesOptions& options, size_t* s
   return out;
 }
 
+// The pid of `pid` in its innermost pid namespace (the last NSpid field of
+// PROC/<pid>/status), 0 when that is the host's own or unknown.
+uint32_t NamespacePid(const std::string& proc_root, uint32_t pid) {
+  const std::string status = ReadSmall(absl::StrCat(proc_root, "/", pid, "/status"), 8192);
+  const size_t at = status.find("\nNSpid:");
+  if (at == std::string::npos) return 0;
+  const size_t end = status.find('\n', at + 1);
+  std::vector<std::string> fields = absl::StrSplit(
+      absl::string_view(status).substr(at + 8, end == std::string::npos ? end : end - at - 8),
+      absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  uint32_t inner = 0;
+  if (fields.size() < 2 || !absl::SimpleAtoi(fields.back(), &inner) || inner == pid) return 0;
+  return inner;
+}
+
 bool SameContainer(const PodRef& a, const PodRef& b) {
   return a.ns == b.ns && a.pod == b.pod && a.container == b.container;
 }
@@ -194,6 +210,7 @@ PodTable BuildPodTable(const std::vector<PodAllocation>& allocations,
     }
     PodProcess p;
     p.pid = c.pid;
+    p.ns_pid = NamespacePid(options.proc_root, c.pid);
     if (owners.size() == 1 && (!by_cgroup.named() || by_cgroup.SamePod(owners[0]))) {
       p.owner = owners[0];
       p.owner.uid = c.cgroup.uid;

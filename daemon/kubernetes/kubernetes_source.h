@@ -31,6 +31,9 @@
 //                the kubelet's log tree (--kubernetes-log-dir) or through
 //                another process of the same pod UID attributed by devices;
 //                a pod known by UID alone stays unnamed (no labels).
+//     Each pod process also records its pid inside its container's pid
+//     namespace (the last NSpid of PROC/<pid>/status): an SDK in a container
+//     reports that one as process.pid (PodTable::FindSpanProcess).
 //     Why devices first: they are the kubelet's own record, with the names
 //     the operator uses, and need no other mount; the cgroup is the fallback
 //     for processes that hold no allocated device (a shared RDMA device, a

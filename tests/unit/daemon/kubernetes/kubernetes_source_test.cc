@@ -544,6 +544,38 @@ TEST(PodScope, ASpanWithOnlyAPidGetsItsProcesssPod) {
   EXPECT_EQ(ResolveSpanPod(by_uid, t).pod.Name(), "llm/vllm-0");
 }
 
+TEST(PodScope, AContainersOwnPidFindsItsProcess) {
+  FakeHost host;
+  TwoPodHost(host);
+  const std::string uid_c = "11111111-2222-4333-8444-555555555555";
+  const std::string cid_c = kCid1.substr(0, 60) + "dddd";
+  host.Logs("tools", "debug-0", uid_c, "shell", cid_c);
+  // Host pid 100 is pid 1 in vllm-0's container; host pid 300 is pid 1 in
+  // debug-0's; host pid 1 is init, in no pod.
+  host.Process(100, absl::StrCat("0::/kubepods/burstable/pod", kUidA, "/", kCid1, "\n"),
+               {"/dev/infiniband/uverbs2"});
+  host.Write("proc/100/status", "Name:\tpython3\nTgid:\t100\nNSpid:\t100\t1\nPPid:\t9\n");
+  host.Process(300, absl::StrCat("0::/kubepods/besteffort/pod", uid_c, "/", cid_c, "\n"), {});
+  host.Write("proc/300/status", "Name:\tsh\nNSpid:\t300\t1\n");
+  host.Write("proc/1/cgroup", "0::/init.scope\n");
+  const PodTable t = BuildPodTable(Allocations(), host.Options());
+  ASSERT_NE(t.FindProcess(100), nullptr);
+  EXPECT_EQ(t.FindProcess(100)->ns_pid, 1u);
+  // process.pid 1 with host.name (the pod's hostname) names one of the two.
+  Span s;
+  s.pid = 1;
+  s.attributes = {{"host.name", "vllm-0"}};
+  SpanPod pod = ResolveSpanPod(s, t);
+  EXPECT_EQ(pod.pod.Name(), "llm/vllm-0/engine");
+  EXPECT_EQ(pod.via, "process 1 in its container, 100 on the host (devices)");
+  // Without it, pid 1 could be either: no pod.
+  s.attributes.clear();
+  EXPECT_FALSE(ResolveSpanPod(s, t).pod.named());
+  // A host pid names its process.
+  s.pid = 300;
+  EXPECT_EQ(ResolveSpanPod(s, t).pod.Name(), "tools/debug-0/shell");
+}
+
 TEST(PodLabels, PerProcessSeriesCarryTheirPod) {
   FakeHost host;
   TwoPodHost(host);
