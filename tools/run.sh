@@ -84,7 +84,8 @@ touch "$dir/.fabricsim-remove-ok"
 trap 'rm -rf "$dir"; exit 130' INT TERM
 sim=("$BIN/fabricsim" "--scenario=$scenario" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool"
      "--dcb-dir=$dir/dcb" "--ground-truth=$dir/ground_truth.json" "--exit-with-pid=$$" "--remove-on-exit=$dir"
-     "--ready-file=$dir/.tree-ready" "--nccl-inspector-out=$dir/nccl")
+     "--ready-file=$dir/.tree-ready" "--nccl-inspector-out=$dir/nccl"
+     "--kubelet-socket=$dir/kubelet.sock")
 
 # Spans go to the daemon through `fabricscope push` (which sends what it reads
 # on stdin when stdin ends): fabricsim's span lines are cut into one batch a
@@ -173,8 +174,10 @@ echo "  correlation:  $cli correlate --since 1m"
 echo "  ground truth: $dir/ground_truth.json (what the simulator injected, and when)"
 echo "  collectives:  $dir/nccl (each decode step's all-reduce as NCCL Inspector dumps it)"
 echo "  topology:     $dir/topology (eth2 -> leaf01, eth3 -> leaf02); PCI tree of a captured machine (tests/fixtures/hwloc)"
+echo "  pods:         $dir/kubelet.sock (fabricsim's kubelet: pod inference/vllm-decode-N holds mlx5_N; fabricscope_pod_device_info)"
 echo "  stop:         Ctrl-C (the simulator stops with the daemon)"
 
 [ ${#who[@]} -eq 0 ] || echo "  user:         the daemon switches to ${who[0]#--user=} once listening (it needs no privileges)"
 exec "$BIN/fabricscoped" "${who[@]}" "--sysfs-root=$dir/sys" "--ethtool-dir=$dir/ethtool" \
-  "--dcb-dir=$dir/dcb" "--nccl-inspector-dir=$dir/nccl" "${topo_args[@]}" "${args[@]}"
+  "--dcb-dir=$dir/dcb" "--nccl-inspector-dir=$dir/nccl" "--kubernetes-socket=$dir/kubelet.sock" \
+  "${topo_args[@]}" "${args[@]}"

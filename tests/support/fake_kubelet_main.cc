@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "tests/support/fake_kubelet.h"
+#include "tools/fabricsim/kubelet.h"
 
 namespace {
 

@@ -32,6 +32,7 @@
 #include "daemon/version.h"
 #include "tools/fabricsim/fleet_run.h"
 #include "tools/fabricsim/fleet_scenario.h"
+#include "tools/fabricsim/kubelet.h"
 #include "tools/fabricsim/model.h"
 #include "tools/fabricsim/scenario.h"
 #include "tools/fabricsim/writer.h"
@@ -61,6 +62,7 @@ struct Flags {
   int exit_with_pid = 0;
   std::string remove_on_exit;
   std::string ready_file;
+  std::string kubelet_socket;
   bool verbose = false;
   // Fleet mode (--hosts).
   int hosts = 0;
@@ -99,6 +101,9 @@ constexpr char kUsage[] =
     "  --exit-with-pid=PID      stop when process PID is gone\n"
     "  --remove-on-exit=DIR     remove DIR on exit (must hold a .fabricsim-remove-ok file)\n"
     "  --ready-file=PATH        write PATH once the first whole live tree is written\n"
+    "  --kubelet-socket=PATH    serve the kubelet's PodResources API on PATH (mode 0666):\n"
+    "                           pod inference/vllm-decode-N holds port N's RDMA device,\n"
+    "                           inference/sglang-0 an RDMA shared-device id naming none\n"
     "  --verbose                log progress to stderr\n"
     "  --list-scenarios         print the scenarios\n"
     "  --version                print the version\n"
@@ -280,6 +285,8 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
       f->remove_on_exit = std::string(v);
     } else if (key == "ready-file") {
       f->ready_file = std::string(v);
+    } else if (key == "kubelet-socket") {
+      f->kubelet_socket = std::string(v);
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key, " (see --help)"));
     }
@@ -291,7 +298,7 @@ absl::StatusOr<int> ParseFlags(int argc, char** argv, Flags* f) {
   if (f->hosts > 0) {
     for (const char* k :
          {"sysfs-root", "ethtool-dir", "dcb-dir", "spans-out", "nccl-inspector-out", "ground-truth",
-          "record", "record-interval", "ports", "senders", "steps"}) {
+          "record", "record-interval", "ports", "senders", "steps", "kubelet-socket"}) {
       if (given(k)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", k, " is a single-host flag; with --hosts use --out (see --help)"));
@@ -444,6 +451,24 @@ int Run(const Flags& f) {
   if (!f.ground_truth.empty()) {
     std::filesystem::path p(f.ground_truth);
     gt_tmp = p.has_parent_path() ? p.parent_path().string() : ".";
+  }
+
+  // The kubelet's PodResources API: one pod per port's RDMA device.
+  fabricscope::FakeKubelet kubelet;
+  if (!f.kubelet_socket.empty()) {
+    std::string pods;
+    for (size_t p = 0; p < fabric.ports().size(); ++p) {
+      absl::StrAppend(&pods, "inference vllm-decode-", p, " engine fabricsim.io/rdma ",
+                      fabric.ports()[p].device, "\n");
+    }
+    absl::StrAppend(&pods, "inference sglang-0 worker rdma/hca_shared_devices_a shared-0\n");
+    absl::Status st = kubelet.SetFromText(pods);
+    if (st.ok()) st = kubelet.Start(f.kubelet_socket);
+    if (!st.ok() || ::chmod(f.kubelet_socket.c_str(), 0666) != 0) {
+      std::fprintf(stderr, "fabricsim: --kubelet-socket %s: %s\n", f.kubelet_socket.c_str(),
+                   st.ok() ? std::strerror(errno) : std::string(st.message()).c_str());
+      return 1;
+    }
   }
 
   // NCCL Inspector dump files, one per port's (pretend) process.

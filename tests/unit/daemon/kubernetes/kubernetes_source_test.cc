@@ -25,7 +25,7 @@
 #include "prometheus/text_serializer.h"
 #include "store/port_inventory.h"
 #include "store/store.h"
-#include "tests/support/fake_kubelet.h"
+#include "tools/fabricsim/kubelet.h"
 
 namespace fabricscope {
 namespace kubernetes_source_test {

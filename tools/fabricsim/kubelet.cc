@@ -1,4 +1,4 @@
-#include "tests/support/fake_kubelet.h"
+#include "tools/fabricsim/kubelet.h"
 
 #include <unistd.h>
 

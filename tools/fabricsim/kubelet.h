@@ -1,7 +1,8 @@
 // A fake kubelet: the PodResources v1 service (proto/kubelet/podresources/
-// v1/api.proto) on a unix socket, answering List from a table the test sets,
+// v1/api.proto) on a unix socket, answering List from a table set as text,
 // optionally after a delay (a slow kubelet). Stop() and a new Start() on the
-// same path is a kubelet restart. The unit tests use the class; the
+// same path is a kubelet restart. fabricsim serves the simulated host's pods
+// with it (--kubelet-socket, the demo); the unit tests use the class, the
 // end-to-end tests run tests/support/fake_kubelet_main.cc.
 //
 // Allocation lines (SetFromText, the e2e program's --pods file), one per
