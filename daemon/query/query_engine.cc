@@ -373,6 +373,8 @@ HostTopology QueryEngine::Topology() const {
   return ports_ != nullptr ? ports_->Topology() : HostTopology{};
 }
 
+PodTable QueryEngine::Pods() const { return ports_ != nullptr ? *ports_->Pods() : PodTable{}; }
+
 absl::Status QueryEngine::Record(const QueryTimeRange& range, RecordSink& sink) const {
   int64_t from = 0, to = 0;
   if (!Resolve(range, &from, &to)) return absl::InvalidArgumentError(kBackwards);

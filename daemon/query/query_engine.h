@@ -278,6 +278,8 @@ class QueryEngine {
   // A copy of the host topology (link partners, PCI placement, GPUs; empty
   // without an inventory): read once per call by whoever names partners.
   HostTopology Topology() const;
+  // The pods of the port inventory (store/pod_table.h).
+  PodTable Pods() const;
 
   // Walks what a recording of `range` (0 = unset) holds into `sink`: every
   // series with samples in it (all of them), then every span overlapping it.

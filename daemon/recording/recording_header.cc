@@ -84,6 +84,14 @@ absl::Status Each(const JsonValue& obj, absl::string_view key,
   return absl::OkStatus();
 }
 
+std::optional<PodDeviceKind> ParsePodDeviceKind(absl::string_view name) {
+  for (PodDeviceKind k : {PodDeviceKind::kGpu, PodDeviceKind::kRdma, PodDeviceKind::kPci,
+                          PodDeviceKind::kUnresolved}) {
+    if (name == PodDeviceKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 std::optional<PciRelation> ParsePciRelation(absl::string_view name) {
   for (PciRelation r : {PciRelation::kPix, PciRelation::kPxb, PciRelation::kPhb, PciRelation::kNode,
                         PciRelation::kSys}) {
@@ -150,6 +158,27 @@ std::string FormatRecordingHeaderLine(const RecordingHeader& h) {
     absl::StrAppend(&out, ",\"gpu_index\":", a.gpu_index, ",\"device\":");
     AppendJsonString(&out, a.device);
     absl::StrAppend(&out, ",\"relation\":\"", PciRelationName(a.relation), "\"}");
+  });
+  auto pod = [&](const PodRef& r) {
+    absl::StrAppend(&out, "\"namespace\":");
+    AppendJsonString(&out, r.ns);
+    Strings(&out, {{"pod", &r.pod}, {"container", &r.container}, {"uid", &r.uid}});
+  };
+  Array(&out, "pod_devices", h.pods.devices, [&](const PodDevice& d) {
+    out.push_back('{');
+    pod(d.owner);
+    Strings(&out, {{"resource", &d.resource},
+                   {"device_id", &d.device_id},
+                   {"device", &d.device},
+                   {"parent_device", &d.parent_device},
+                   {"bus_id", &d.bus_id}});
+    absl::StrAppend(&out, ",\"kind\":\"", PodDeviceKindName(d.kind), "\"}");
+  });
+  Array(&out, "pod_processes", h.pods.processes, [&](const PodProcess& p) {
+    out.push_back('{');
+    pod(p.owner);
+    Strings(&out, {{"via", &p.via}});
+    absl::StrAppend(&out, ",\"pid\":", p.pid, ",\"ns_pid\":", p.ns_pid, "}");
   });
   out.append(",\"options\":{");
   for (size_t i = 0; i < h.options.size(); ++i) {
@@ -241,6 +270,37 @@ absl::StatusOr<RecordingHeader> RecordingHeaderFromJson(const JsonValue& obj) {
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
+  auto pod = [](const JsonValue& e) {
+    return PodRef{Str(e, "namespace"), Str(e, "pod"), Str(e, "container"), Str(e, "uid")};
+  };
+  s = Each(obj, "pod_devices", [&](const JsonValue& e) {
+    PodDevice d;
+    d.owner = pod(e);
+    d.resource = Str(e, "resource");
+    d.device_id = Str(e, "device_id");
+    d.device = Str(e, "device");
+    d.parent_device = Str(e, "parent_device");
+    d.bus_id = Str(e, "bus_id");
+    const std::optional<PodDeviceKind> kind = ParsePodDeviceKind(Str(e, "kind"));
+    if (!kind.has_value()) return absl::InvalidArgumentError("\"kind\" is not a pod device kind");
+    d.kind = *kind;
+    if (h.pods.devices.size() < kMaxPodDevices) h.pods.devices.push_back(std::move(d));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  s = Each(obj, "pod_processes", [&](const JsonValue& e) {
+    PodProcess p;
+    p.owner = pod(e);
+    p.via = Str(e, "via");
+    if (auto st = Integer(e, "pid", &p.pid); !st.ok()) return st;
+    if (auto st = Integer(e, "ns_pid", &p.ns_pid); !st.ok()) return st;
+    if (h.pods.processes.size() < kMaxPodProcesses) h.pods.processes.push_back(std::move(p));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  // FindProcess searches by pid.
+  std::sort(h.pods.processes.begin(), h.pods.processes.end(),
+            [](const PodProcess& a, const PodProcess& b) { return a.pid < b.pid; });
   if (const JsonValue* o = obj.Get("options"); o != nullptr) {
     if (o->type != JsonValue::kObject) {
       return absl::InvalidArgumentError("\"options\" must be an object");

@@ -6,6 +6,8 @@
 //     "baseline incomplete" offline, not judged);
 //   - the ports with their link rates (the ECN detector's utilization), the
 //     link partners and the PCI/GPU placement (GPU-scoped spans);
+//   - the pods holding the host's devices and processes at the end of the
+//     window (pod-scoped spans, store/pod_table.h);
 //   - every daemon option, rendered as its flag takes it: the correlator's,
 //     the stall learner's and the detectors' settings are applied offline
 //     (ApplyRecordedOptions), the rest is there for the reader;
@@ -42,6 +44,7 @@ struct RecordingHeader {
   int64_t to_unix_nano = 0;
   std::vector<PortInfo> ports;
   HostTopology topology;
+  PodTable pods;
   // Every daemon option and its value, rendered as its flag takes it
   // ("correlate-rate-factor" -> "3"), in --help order.
   std::vector<std::pair<std::string, std::string>> options;

@@ -89,6 +89,7 @@ void RecordingFeeder::UseHeader(RecordingHeader header) {
     seen_ports_.try_emplace(absl::StrCat(p.device, "/", p.port, "/", p.netdev), true);
   }
   ports_->SetTopology(header.topology);
+  ports_->SetPods(header.pods);
   header_ = std::move(header);
 }
 

@@ -24,6 +24,7 @@ class RecordWriter final : public RecordSink {
     header.to_unix_nano = to;
     header.ports = engine_->Ports();
     header.topology = engine_->Topology();
+    header.pods = engine_->Pods();
     v1::RecordChunk chunk;
     chunk.set_header_line(FormatRecordingHeaderLine(header));
     return Write(chunk);

@@ -17,6 +17,7 @@
 #   phase 2  the VF's out_of_sequence climbs; span C of vllm-0: fabric, on the
 #            VF.
 # Then: correlate --pod selects A, C, D; /metrics names the pod's devices;
+# a recording carries the pods and analyze judges the four spans as live did;
 # the kubelet goes away for several polls (one log line, up 0, the
 # allocations kept) and comes back (one line, up 1).
 source "$(dirname "$0")/lib.sh"
@@ -203,6 +204,21 @@ grep -q '^    pod: llm/vllm-0/engine (process 4242 (devices))$' "$WORK/p.txt" ||
 "$CLI" --server="$GRPC_ADDR" correlate --since 2m --pod vllm-0 >"$WORK/bad.txt" 2>&1 &&
   fail "--pod without a namespace was accepted"
 grep -q 'NAMESPACE/POD' "$WORK/bad.txt" || fail "--pod error does not say the form: $(cat "$WORK/bad.txt")"
+
+# Offline: the recording's header carries the pods; analyze judges each span
+# on the same devices, with the same pod and verdict, as the daemon did live.
+"$CLI" --server="$GRPC_ADDR" record --since 1m --out "$WORK/rec.jsonl" 2>"$WORK/record.err" ||
+  fail "record failed: $(cat "$WORK/record.err")"
+head -n1 "$WORK/rec.jsonl" | jq -e '.recording | (.pod_devices | length) == 3
+    and (.pod_processes | map(select(.pid == 4242 and .pod == "vllm-0" and .via == "devices")) | length) == 1'   >/dev/null || fail "the recording header does not carry the pods: $(head -c 400 "$WORK/rec.jsonl")"
+"$CLI" analyze "$WORK/rec.jsonl" --all --limit 0 --output json >"$WORK/off.json" 2>"$WORK/analyze.err" ||
+  fail "analyze failed: $(cat "$WORK/analyze.err")"
+for t in A B C D; do
+  id=$(jq -r --arg t "$t" 'to_entries[] | select(.value == $t) | .key' "$WORK/tags.json")
+  live=$(jq -c --arg id "$id" '.spans[] | select(.span_id == $id) | {verdict, scope, pod}' "$WORK/c.json")
+  off=$(jq -c --arg id "$id" '.spans[] | select(.span_id == $id) | {verdict, scope, pod}' "$WORK/off.json")
+  [ -n "$live" ] && [ "$live" = "$off" ] || fail "span $t: live $live, offline $off"
+done
 
 # The kubelet goes away for several polls (1 s each): one line, up 0, the
 # allocations kept; it comes back: one line, up 1.

@@ -182,6 +182,7 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
     if (header.has_value()) {
       out << "recorded by fabricscoped " << header->version << ": " << header->ports.size()
           << " ports, " << header->topology.partners.size() << " link partners, "
+          << header->pods.devices.size() << " pod devices, "
           << header->options.size() << " options (the daemon's thresholds), "
           << st.recorded_judgements << " spans with the daemon's stall judgement\n";
     } else {

@@ -29,6 +29,17 @@ RecordingHeader SampleHeader() {
   h.topology.ports.push_back({"mlx5_0", 1, "eth2", "0000:04:00.0", 1});
   h.topology.gpus.push_back({"0000:03:00.0", 0, "nvidia", "H100 \"SXM\"", 0});
   h.topology.affinity.push_back({"0000:03:00.0", 0, "mlx5_0", PciRelation::kPix});
+  const PodRef vllm{"llm", "vllm-0", "engine", "8f2c1d90-3e5a-4b17-9c2e-5da9abb51763"};
+  h.pods.devices.push_back({vllm, "nvidia.com/cx7_vf", "0000:04:00.2", PodDeviceKind::kRdma,
+                            "mlx5_2", "mlx5_0", "0000:04:00.2"});
+  h.pods.devices.push_back({{"llm", "sglang-0", "worker", ""},
+                            "rdma/hca_shared_devices_a",
+                            "ib-shared-7",
+                            PodDeviceKind::kUnresolved,
+                            "",
+                            "",
+                            ""});
+  h.pods.processes.push_back({4242, 1, vllm, "devices"});
   h.options = {{"correlate-rate-factor", "4"}, {"stall-thresholds", "decode_step=200ms"}};
   LearnedBound b;
   b.key = "fabricsim decode_step";
@@ -57,6 +68,7 @@ TEST(RecordingHeaderTest, WrittenAndReadBackWhole) {
   EXPECT_EQ(r.ports[0].rate, "200 Gb/sec (4X HDR)");
   EXPECT_EQ(r.ports[0].fw_ver, "28.39.1002");
   EXPECT_EQ(r.topology, h.topology);  // partners, PCI places, GPUs, affinity
+  EXPECT_EQ(r.pods, h.pods);          // devices and processes
   EXPECT_EQ(r.options, h.options);
   ASSERT_EQ(r.stall_bounds.size(), 1u);
   EXPECT_EQ(r.stall_bounds[0].key, "fabricsim decode_step");
@@ -73,6 +85,8 @@ TEST(RecordingHeaderTest, BadFieldsAreErrorsNotGuesses) {
            R"({"recording":{"from_unix_nano":"soon"}})",
            R"({"recording":{"affinity":[{"gpu_bus_id":"x","device":"mlx5_0","relation":"NEAR"}]}})",
            R"({"recording":{"options":{"correlate-rate-factor":3}}})",
+           R"({"recording":{"pod_devices":[{"pod":"vllm-0","kind":"nic"}]}})",
+           R"({"recording":{"pod_processes":[{"pod":"vllm-0","pid":"4242"}]}})",
        }) {
     EXPECT_FALSE(ParseRecordingLine(bad).ok()) << bad;
   }
@@ -196,6 +210,12 @@ TEST(RecordingHeaderTest, FeederUsesTheHeaderAndTheRecordedJudgement) {
   EXPECT_EQ(listed[0].rate, "200 Gb/sec (4X HDR)");
   ASSERT_NE(ports.Topology().FindPartner("mlx5_0", 1, "eth2"), nullptr);
   EXPECT_EQ(ports.Topology().FindPartner("mlx5_0", 1, "eth2")->system_name, "leaf01");
+  // The pods: a span of vllm-0 is judged offline on its VF and PF, as live.
+  ASSERT_NE(ports.Pods()->FindProcess(4242), nullptr);
+  Span pod_span;
+  pod_span.attributes = {{"k8s.namespace.name", "llm"}, {"k8s.pod.name", "vllm-0"}};
+  EXPECT_EQ(ResolveSpanPod(pod_span, *ports.Pods()).rdma_devices,
+            (std::vector<std::string>{"mlx5_2", "mlx5_0"}));
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_TRUE(spans[0].judgement.stall);
   EXPECT_EQ(spans[0].judgement.source, StallSource::kLearned);
