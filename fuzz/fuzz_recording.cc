@@ -53,7 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again->type == fabricscope::RecordingLine::kIncident);
     FUZZ_CHECK(fabricscope::FormatIncidentLine(again->incident) == written);
   } else if (rec.ok() && rec->type == fabricscope::RecordingLine::kHeader) {
-    // The same for a header: written, read, written again alike.
+    // The same for a header: written, read, written again alike; its pods
+    // bounded as the kubernetes source bounds them.
+    FUZZ_CHECK(rec->header.pods.devices.size() <= fabricscope::kMaxPodDevices);
+    FUZZ_CHECK(rec->header.pods.processes.size() <= fabricscope::kMaxPodProcesses);
     const std::string written = fabricscope::FormatRecordingHeaderLine(rec->header);
     absl::StatusOr<fabricscope::RecordingLine> again = fabricscope::ParseRecordingLine(written);
     FUZZ_CHECK(again.ok());

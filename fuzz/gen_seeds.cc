@@ -397,6 +397,11 @@ void Recording() {
   header.topology.ports.push_back({"mlx5_0", 1, "eth2", "0000:04:00.0", 1});
   header.topology.gpus.push_back({"0000:03:00.0", 0, "nvidia", "H100", 0});
   header.topology.affinity.push_back({"0000:03:00.0", 0, "mlx5_0", fabricscope::PciRelation::kPix});
+  const fabricscope::PodRef pod{"llm", "vllm-0", "engine", "8f2c1d90-3e5a-4b17-9c2e-5da9abb51763"};
+  header.pods.devices.push_back({pod, "nvidia.com/cx7_vf", "0000:04:00.2",
+                                 fabricscope::PodDeviceKind::kRdma, "mlx5_2", "mlx5_0",
+                                 "0000:04:00.2"});
+  header.pods.processes.push_back({4242, 1, pod, "devices"});
   header.options = {{"correlate-rate-factor", "3"},
                     {"baseline-window", "10s"},
                     {"stall-thresholds", "decode_step=200ms"},
