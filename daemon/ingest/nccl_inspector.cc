@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "daemon/kubernetes/host_view.h"
 #include "daemon/recording/recording.h"
 
 namespace fabricscope {
@@ -442,42 +443,12 @@ std::string NcclInspectorTailer::GpuOf(uint32_t pid) {
   auto it = gpu_cache_.find(pid);
   if (it != gpu_cache_.end() && now - it->second.first < 60'000'000'000) return it->second.second;
   if (gpu_cache_.size() >= 4096) gpu_cache_.clear();
-  // The minors of the /dev/nvidiaN the process has open.
-  std::vector<std::string> minors;
-  const std::string fd_dir = absl::StrCat(options_.proc_root, "/", pid, "/fd");
-  if (DIR* d = ::opendir(fd_dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      char target[256];
-      const ssize_t n =
-          ::readlink(absl::StrCat(fd_dir, "/", e->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      absl::string_view t(target, static_cast<size_t>(n));
-      if (!absl::ConsumePrefix(&t, "/dev/nvidia") || t.empty() ||
-          !std::all_of(t.begin(), t.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-        continue;
-      }
-      if (std::find(minors.begin(), minors.end(), t) == minors.end()) minors.emplace_back(t);
-    }
-    ::closedir(d);
-  }
+  // The GPU of the one /dev/nvidiaN the process has open (several: unknown).
+  const ProcessDevices held = ReadProcessDevices(options_.proc_root, pid, 4096);
   std::string bus;
-  if (minors.size() == 1) {  // one GPU: the process's; several: unknown
-    const std::string gpus = absl::StrCat(options_.proc_root, "/driver/nvidia/gpus");
-    if (DIR* d = ::opendir(gpus.c_str())) {
-      while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::ifstream info(absl::StrCat(gpus, "/", e->d_name, "/information"));
-        std::string line;
-        while (std::getline(info, line)) {
-          absl::string_view l(line);
-          if (!absl::ConsumePrefix(&l, "Device Minor:")) continue;
-          if (absl::StripAsciiWhitespace(l) == minors[0]) bus = e->d_name;
-          break;
-        }
-        if (!bus.empty()) break;
-      }
-      ::closedir(d);
+  if (held.nvidia_minors.size() == 1) {
+    for (const NvidiaGpu& g : ReadNvidiaGpus(options_.proc_root)) {
+      if (g.minor == held.nvidia_minors[0]) bus = g.bus_id;
     }
   }
   gpu_cache_[pid] = {now, bus};

@@ -63,15 +63,6 @@ std::string ContainerSegmentId(absl::string_view seg) {
   return seg.size() == 64 && AllHex(seg) ? std::string(seg) : "";
 }
 
-std::string ReadFirstBytes(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::string out(max_bytes, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(max_bytes));
-  out.resize(static_cast<size_t>(in.gcount()));
-  return out;
-}
-
 std::string ReadLink(const std::string& path) {
   char target[512];
   const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
@@ -93,6 +84,15 @@ std::vector<std::string> List(const std::string& dir, size_t max) {
 }
 
 }  // namespace
+
+std::string ReadHostFile(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::string out(max_bytes, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(max_bytes));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
 
 bool ParsePodCgroup(absl::string_view file, CgroupPod* out) {
   bool found = false;
@@ -123,7 +123,7 @@ std::vector<NvidiaGpu> ReadNvidiaGpus(const std::string& proc_root) {
   for (const std::string& bus : List(dir, 256)) {
     NvidiaGpu gpu;
     gpu.bus_id = absl::AsciiStrToLower(bus);
-    std::istringstream info(ReadFirstBytes(absl::StrCat(dir, "/", bus, "/information"), 8192));
+    std::istringstream info(ReadHostFile(absl::StrCat(dir, "/", bus, "/information"), 8192));
     std::string line;
     while (std::getline(info, line)) {
       absl::string_view l(line);
@@ -163,7 +163,7 @@ ProcessDevices ReadProcessDevices(const std::string& proc_root, uint32_t pid, si
 
 std::string UverbsDevice(const std::string& sysfs_root, absl::string_view uverbs) {
   std::string dev(absl::StripAsciiWhitespace(
-      ReadFirstBytes(absl::StrCat(sysfs_root, "/class/infiniband_verbs/", uverbs, "/ibdev"), 256)));
+      ReadHostFile(absl::StrCat(sysfs_root, "/class/infiniband_verbs/", uverbs, "/ibdev"), 256)));
   return dev;
 }
 

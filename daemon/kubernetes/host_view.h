@@ -26,6 +26,10 @@
 
 namespace fabricscope {
 
+// At most the first `max_bytes` of a (proc or sysfs) file; "" when it cannot
+// be read.
+std::string ReadHostFile(const std::string& path, size_t max_bytes);
+
 // The pod UID and container id of a /proc/PID/cgroup file, in any of the
 // kubelet's layouts: cgroup v1 (one line per hierarchy) or v2 ("0::"), the
 // cgroupfs driver (/kubepods/<qos>/pod<uid>/<id>) or the systemd driver

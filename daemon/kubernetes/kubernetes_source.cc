@@ -54,15 +54,6 @@ const MetricSpec& kPodDevices = DefineMetric(
 
 constexpr size_t kMaxCgroupBytes = 16 << 10;
 
-std::string ReadSmall(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::string out(max_bytes, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(max_bytes));
-  out.resize(static_cast<size_t>(in.gcount()));
-  return out;
-}
-
 // A GPU allocation id without time-slicing's "::N" replica suffix.
 std::string GpuUuid(const std::string& id) {
   const size_t sep = id.find("::");
@@ -119,7 +110,7 @@ std::vector<Candidate> ScanProcesses(const KubernetesOptions& options, size_t* s
     Candidate c;
     c.pid = pid;
     const std::string file =
-        ReadSmall(absl::StrCat(options.proc_root, "/", pid, "/cgroup"), kMaxCgroupBytes);
+        ReadHostFile(absl::StrCat(options.proc_root, "/", pid, "/cgroup"), kMaxCgroupBytes);
     if (!ParsePodCgroup(file, &c.cgroup)) continue;
     out.push_back(std::move(c));
     if (out.size() >= kMaxPodProcesses) break;
@@ -134,7 +125,7 @@ std::vector<Candidate> ScanProcesses(const KubernetesOptions& options, size_t* s
 // The pid of `pid` in its innermost pid namespace (the last NSpid field of
 // PROC/<pid>/status), 0 when that is the host's own or unknown.
 uint32_t NamespacePid(const std::string& proc_root, uint32_t pid) {
-  const std::string status = ReadSmall(absl::StrCat(proc_root, "/", pid, "/status"), 8192);
+  const std::string status = ReadHostFile(absl::StrCat(proc_root, "/", pid, "/status"), 8192);
   const size_t at = status.find("\nNSpid:");
   if (at == std::string::npos) return 0;
   const size_t end = status.find('\n', at + 1);

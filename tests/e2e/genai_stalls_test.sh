@@ -66,13 +66,7 @@ INSPECTOR_LOG="$NCCL/gpu-node-pid31337.log"
 start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool \
   --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
   --nccl-inspector-dir="$NCCL"
-GRPC_ADDR=""
-for _ in $(seq 1 $(tries 50)); do
-  GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$GRPC_ADDR" ] && break
-  sleep 0.1
-done
-[ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+wait_grpc_addr
 for _ in $(seq 1 $(tries 100)); do
   scrape >"$WORK/m" 2>/dev/null || true
   [ "$(grep -c '^fabricscope_pfc_pause_seconds_total{netdev="fsroce[01]",priority="3",direction="rx"}' "$WORK/m")" = 2 ] && break

@@ -70,6 +70,15 @@ llm sglang-0 worker rdma/hca_shared_devices_a ib-shared-7
 EOF
 SOCK="$WORK/kubelet/kubelet.sock"
 up_value() { sed -n 's/^fabricscope_kubernetes_up //p' "$WORK/m"; }
+# wait_up V: scrapes into $WORK/m until fabricscope_kubernetes_up is V (bounded).
+wait_up() {
+  for _ in $(seq 1 $(tries 100)); do
+    scrape >"$WORK/m" 2>/dev/null || true
+    [ "$(up_value)" = "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 start_kubelet() {
   "$KUBELET" --socket="$SOCK" --pods="$WORK/pods.txt" >>"$WORK/kubelet.out" 2>&1 &
   KUBELET_PID=$!
@@ -101,13 +110,7 @@ start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,et
   --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --config-interval=1s \
   --baseline-window=2s --kubernetes-socket="$SOCK" --proc-root="$PROC" \
   --kubernetes-log-dir="$LOGS"
-GRPC_ADDR=""
-for _ in $(seq 1 $(tries 50)); do
-  GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$GRPC_ADDR" ] && break
-  sleep 0.1
-done
-[ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+wait_grpc_addr
 grep -q "kubernetes=$SOCK" "$WORK/daemon.log" || fail "start line does not name the kubelet socket"
 
 # /metrics: the pods' devices and the process, once the source has polled.
@@ -224,12 +227,7 @@ done
 # allocations kept; it comes back: one line, up 1.
 kill -TERM "$KUBELET_PID"
 wait "$KUBELET_PID" 2>/dev/null || true
-for _ in $(seq 1 $(tries 100)); do
-  scrape >"$WORK/m" 2>/dev/null || true
-  [ "$(up_value)" = 0 ] && break
-  sleep 0.1
-done
-[ "$(up_value)" = 0 ] || fail "kubernetes_up stays 1 without a kubelet"
+wait_up 0 || fail "kubernetes_up stays 1 without a kubelet"
 sleep 4
 scrape >"$WORK/m"
 polls=$(metric_value 'fabricscope_kubernetes_polls_total{result="unavailable"}' "$WORK/m")
@@ -238,12 +236,7 @@ polls=$(metric_value 'fabricscope_kubernetes_polls_total{result="unavailable"}' 
   fail "want one log line for the kubelet going away: $(grep kubernetes "$WORK/daemon.log")"
 grep -q 'pod="vllm-0".*device_id="0000:3b:00.2"' "$WORK/m" || fail "allocations lost while the kubelet was away"
 start_kubelet
-for _ in $(seq 1 $(tries 100)); do
-  scrape >"$WORK/m" 2>/dev/null || true
-  [ "$(up_value)" = 1 ] && break
-  sleep 0.1
-done
-[ "$(up_value)" = 1 ] || fail "kubernetes_up not 1 after the kubelet came back"
+wait_up 1 || fail "kubernetes_up not 1 after the kubelet came back"
 [ "$(grep -c 'kubelet PodResources answers again' "$WORK/daemon.log")" = 1 ] ||
   fail "want one log line for the kubelet coming back: $(grep kubernetes "$WORK/daemon.log")"
 stop_daemon

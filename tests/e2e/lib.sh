@@ -118,6 +118,18 @@ wait_metrics_addr() {
   [ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
 }
 
+# wait_grpc_addr: waits (bounded) for the daemon's "serving grpc" log line
+# and sets GRPC_ADDR.
+wait_grpc_addr() {
+  GRPC_ADDR=""
+  for _ in $(seq 1 $(tries 50)); do
+    GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
+    [ -n "$GRPC_ADDR" ] && return 0
+    sleep 0.1
+  done
+  fail "daemon did not log its gRPC address"
+}
+
 # wait_log PATTERN WHY: waits (bounded) until $WORK/daemon.log has a line
 # matching the grep -E PATTERN; fails with WHY if it never comes or DAEMON_PID
 # exits first. Lines logged just after "serving metrics" (the user switch,
