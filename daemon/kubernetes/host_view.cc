@@ -1,10 +1,11 @@
 #include "daemon/kubernetes/host_view.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
 #include <sstream>
 #include <utility>
 
@@ -86,11 +87,20 @@ std::vector<std::string> List(const std::string& dir, size_t max) {
 }  // namespace
 
 std::string ReadHostFile(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
+  // open/read, not an ifstream: a poll reads one cgroup file per process
+  // on the host, and the stream's setup was most of it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
   std::string out(max_bytes, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(max_bytes));
-  out.resize(static_cast<size_t>(in.gcount()));
+  size_t got = 0;
+  while (got < max_bytes) {
+    const ssize_t n = ::read(fd, out.data() + got, max_bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
   return out;
 }
 

@@ -3,9 +3,7 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -32,8 +30,10 @@ const MetricSpec& kUp = DefineMetric(
 const MetricSpec& kPolls = DefineMetric(
     {.name = "fabricscope_kubernetes_polls_total",
      .type = MetricType::kCounter,
-     .help = "PodResources List calls by result: ok, unavailable (no kubelet on the socket, or "
-             "restarting), deadline_exceeded (no answer within 2s), error (anything else).",
+     .help = "PodResources List calls by result: ok, unavailable (no kubelet on the socket, "
+             "restarting, or the socket not ours to connect to), unsupported (a kubelet without "
+             "PodResources v1, before Kubernetes 1.20), deadline_exceeded (no answer within 2s), "
+             "error (anything else).",
      .labels = {"result"},
      .component = "kubernetes"});
 const MetricSpec& kPodProcesses = DefineMetric(
@@ -322,6 +322,7 @@ KubernetesSource::KubernetesSource(KubernetesOptions options, PortInventory* por
   up_gauge_ = &metrics->Gauge(kUp).Add({});
   polls_ok_ = &metrics->Counter(kPolls).Add({{"result", "ok"}});
   polls_unavailable_ = &metrics->Counter(kPolls).Add({{"result", "unavailable"}});
+  polls_unsupported_ = &metrics->Counter(kPolls).Add({{"result", "unsupported"}});
   polls_deadline_ = &metrics->Counter(kPolls).Add({{"result", "deadline_exceeded"}});
   polls_error_ = &metrics->Counter(kPolls).Add({{"result", "error"}});
   by_devices_ = &metrics->Gauge(kPodProcesses).Add({{"via", "devices"}});
@@ -376,6 +377,9 @@ absl::Status KubernetesSource::PollOnce() {
     switch (st.error_code()) {
       case grpc::StatusCode::UNAVAILABLE:
         polls_unavailable_->Increment();
+        break;
+      case grpc::StatusCode::UNIMPLEMENTED:
+        polls_unsupported_->Increment();
         break;
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         polls_deadline_->Increment();

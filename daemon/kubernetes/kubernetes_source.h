@@ -113,6 +113,7 @@ class KubernetesSource {
   prometheus::Gauge* up_gauge_ = nullptr;
   prometheus::Counter* polls_ok_ = nullptr;
   prometheus::Counter* polls_unavailable_ = nullptr;
+  prometheus::Counter* polls_unsupported_ = nullptr;
   prometheus::Counter* polls_deadline_ = nullptr;
   prometheus::Counter* polls_error_ = nullptr;
   prometheus::Gauge* by_devices_ = nullptr;
