@@ -67,13 +67,14 @@ const MetricSpec& kPodDeviceInfo = DefineMetric(
      .type = MetricType::kGauge,
      .help =
          "1 for each device the kubelet's PodResources API allocated to a container on this "
-         "host: kind gpu (bus_id the GPU's PCI address, as gpu_bus_id of fabricscope_gpu_info), "
-         "rdma (an RDMA device, a PF or an SR-IOV VF: device as on the port series, bus_id its "
-         "PCI address, parent_device a VF's PF), pci (a PCI address that is no RDMA device) or "
-         "unresolved (an id that names no device here: the RDMA shared device plugin's, a MIG "
-         "instance, a device gone).",
+         "host: kind gpu (bus_id the GPU's PCI address), rdma (an RDMA device, a PF or an "
+         "SR-IOV VF: device as on the port series, bus_id its PCI address, parent_device a VF's "
+         "PF), pci (a PCI address that is no RDMA device) or unresolved (an id that names no "
+         "device here: the RDMA shared device plugin's, a MIG instance, a device gone). "
+         "gpu_bus_id repeats a GPU's bus_id under the name fabricscope_gpu_info and "
+         "fabricscope_gpu_nic_affinity use, for joins.",
      .labels = {"namespace", "pod", "container", "resource", "device_id", "kind", "device",
-                "parent_device", "bus_id"},
+                "parent_device", "bus_id", "gpu_bus_id"},
      .component = "kubernetes"});
 const MetricSpec& kCounterResets = DefineMetric(
     {.name = "fabricscope_series_resets_total",
@@ -748,7 +749,8 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
                                  {"kind", PodDeviceKindName(d.kind)},
                                  {"device", d.device},
                                  {"parent_device", d.parent_device},
-                                 {"bus_id", d.bus_id}};
+                                 {"bus_id", d.bus_id},
+                                 {"gpu_bus_id", d.kind == PodDeviceKind::kGpu ? d.bus_id : ""}};
           sink->Sample(l, std::size(l), 1.0);
         }
         sink->End();

@@ -120,9 +120,9 @@ for _ in $(seq 1 $(tries 100)); do
     [ "$(grep -c '^fabricscope_pfc_pause_seconds_total{netdev="fs' "$WORK/m")" = 3 ] && break
   sleep 0.1
 done
-grep -qF 'fabricscope_pod_device_info{namespace="llm",pod="vllm-0",container="engine",resource="nvidia.com/cx7_vf",device_id="0000:3b:00.2",kind="rdma",device="mlx5_2",parent_device="mlx5_0",bus_id="0000:3b:00.2"} 1' "$WORK/m" ||
+grep -qF 'fabricscope_pod_device_info{namespace="llm",pod="vllm-0",container="engine",resource="nvidia.com/cx7_vf",device_id="0000:3b:00.2",kind="rdma",device="mlx5_2",parent_device="mlx5_0",bus_id="0000:3b:00.2",gpu_bus_id=""} 1' "$WORK/m" ||
   fail "the VF's pod_device_info: $(grep pod_device_info "$WORK/m")"
-grep -qF 'device_id="GPU-11111111-2222-3333-4444-555555555555",kind="gpu",device="",parent_device="",bus_id="0000:1b:00.0"} 1' "$WORK/m" ||
+grep -qF 'device_id="GPU-11111111-2222-3333-4444-555555555555",kind="gpu",device="",parent_device="",bus_id="0000:1b:00.0",gpu_bus_id="0000:1b:00.0"} 1' "$WORK/m" ||
   fail "the GPU's pod_device_info: $(grep pod_device_info "$WORK/m")"
 grep -qF 'pod="sglang-0",container="worker",resource="rdma/hca_shared_devices_a",device_id="ib-shared-7",kind="unresolved"' "$WORK/m" ||
   fail "the shared-device id is not reported as naming nothing"

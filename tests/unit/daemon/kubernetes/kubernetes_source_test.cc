@@ -607,7 +607,7 @@ TEST(PodLabels, PerProcessSeriesCarryTheirPod) {
   EXPECT_NE(text.find("fabricscope_pod_device_info{namespace=\"llm\",pod=\"vllm-0\","
                       "container=\"engine\",resource=\"nvidia.com/cx7_vf\","
                       "device_id=\"0000:3b:00.2\",kind=\"rdma\",device=\"mlx5_2\","
-                      "parent_device=\"mlx5_0\",bus_id=\"0000:3b:00.2\"} 1"),
+                      "parent_device=\"mlx5_0\",bus_id=\"0000:3b:00.2\",gpu_bus_id=\"\"} 1"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("device_id=\"ib-shared-7\",kind=\"unresolved\""), std::string::npos);
