@@ -255,6 +255,7 @@ SpanPod ResolveSpanPod(const Span& span, const PodTable& pods) {
   } else if (const PodProcess* p = pods.FindSpanProcess(span.pid, SpanHostName(span));
              p != nullptr) {
     out.pod = p->owner;
+    out.host_pid = p->pid;
     out.via = p->pid == span.pid ? absl::StrCat("process ", span.pid, " (", p->via, ")")
                                  : absl::StrCat("process ", span.pid, " in its container, ", p->pid,
                                                 " on the host (", p->via, ")");

@@ -179,6 +179,10 @@ std::string PortName(absl::string_view device, uint32_t port);
 struct SpanPod {
   PodRef pod;
   std::string via;
+  // The host pid of the process the span's process.pid named (0: none, or
+  // the pod came from the span's attributes): differs from Span::pid for an
+  // SDK inside a container, which reports its container pid.
+  uint32_t host_pid = 0;
   std::vector<std::string> rdma_devices;
   std::vector<std::string> gpus;  // bus ids
 };

@@ -219,7 +219,8 @@ SpanCorrelation Correlator::CorrelatePorts(const Span& span, ProcessScopeResult*
   const std::vector<SeriesSnapshot> all = store_->Snapshot();
   int64_t newest_ns = 0;  // the store's latest poll of anything
   for (const SeriesSnapshot& snap : all) newest_ns = std::max(newest_ns, snap.state.last_ts_ns);
-  *process = CorrelateProcess(*store_, all, scope, span, options_);
+  *process = CorrelateProcess(*store_, all, scope, span,
+                              pod.host_pid != 0 ? pod.host_pid : span.pid, options_);
   // The series in scope, counted first so that the (large) result is
   // allocated once.
   std::vector<std::pair<const SeriesSnapshot*, SignalClass>> in_scope;

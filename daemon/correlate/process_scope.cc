@@ -21,11 +21,11 @@ std::string DeltaText(double delta) {
 }  // namespace
 
 ProcessScopeResult CorrelateProcess(const Store& store, absl::Span<const SeriesSnapshot> all,
-                                    const SpanScope& scope, const Span& span,
+                                    const SpanScope& scope, const Span& span, uint32_t host_pid,
                                     const CorrelationOptions& options) {
   ProcessScopeResult out;
-  if (span.pid == 0) return out;
-  const std::string pid = absl::StrCat(span.pid);
+  if (host_pid == 0) return out;
+  const std::string pid = absl::StrCat(host_pid);
   const std::pair<int64_t, int64_t> window = JudgedWindow(span);
   const int64_t t0 = window.first;
   const int64_t t1 = window.second;

@@ -47,10 +47,12 @@ struct ProcessScopeResult {
   std::string reason;
 };
 
-// Judges the per-process series of `span.pid` among `all` (the store's
-// snapshot) that `scope` contains. Nothing when span.pid is 0.
+// Judges the per-process series of `pid` among `all` (the store's snapshot)
+// that `scope` contains. `pid` is the span's process as the host numbers it:
+// Span::pid, or the host pid of the container process it names (SpanPod::
+// host_pid). Nothing when it is 0.
 ProcessScopeResult CorrelateProcess(const Store& store, absl::Span<const SeriesSnapshot> all,
-                                    const SpanScope& scope, const Span& span,
+                                    const SpanScope& scope, const Span& span, uint32_t pid,
                                     const CorrelationOptions& options);
 
 // Folds `process` into the port-level correlation `out` (see the file

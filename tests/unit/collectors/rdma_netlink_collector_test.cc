@@ -596,6 +596,25 @@ TEST_F(RdmaNetlinkTest, SpanWithProcessPidGetsTheProcessScopedVerdict) {
     EXPECT_EQ(other.reason, without.reason) << pid;
     EXPECT_EQ(other.series.size(), without.series.size()) << pid;
   }
+  // An SDK inside a container reports its container pid: pid 7 of pod
+  // vllm-0 is host pid 4242 in the pod table (its NSpid), and the span's
+  // host.name is the pod's name: the same process-scoped verdict.
+  PodTable pods;
+  pods.processes.push_back({4242, 7, {"llm", "vllm-0", "engine", ""}, "cgroup"});
+  ports_.SetPods(pods);
+  Span in_container;
+  in_container.name = "decode_step";
+  in_container.start_unix_nano = t0;
+  in_container.end_unix_nano = t1;
+  in_container.pid = 7;
+  in_container.attributes = {{"host.name", "vllm-0"}};
+  const SpanCorrelation contained = correlator.Correlate(in_container);
+  EXPECT_EQ(contained.reason.rfind("this process's QPs: out_of_sequence +340 (mlx5_0/1)", 0), 0u)
+      << contained.reason;
+  EXPECT_EQ(contained.pod.pod, "vllm-0");
+  EXPECT_EQ(contained.pod_via, "process 7 in its container, 4242 on the host (cgroup)");
+  ports_.SetPods(PodTable{});
+
   // A span scoped to another port does not see the process's series.
   Span elsewhere;
   elsewhere.start_unix_nano = t0;
