@@ -741,16 +741,18 @@ void VisitStoreFamilies(const Store& store, const PortInventory* port_inventory,
       case Kind::kPods:
         sink->Begin(*e.spec, pods->devices.size());
         for (const PodDevice& d : pods->devices) {
-          const LabelView l[] = {{"namespace", d.owner.ns},
-                                 {"pod", d.owner.pod},
-                                 {"container", d.owner.container},
-                                 {"resource", d.resource},
-                                 {"device_id", d.device_id},
-                                 {"kind", PodDeviceKindName(d.kind)},
-                                 {"device", d.device},
-                                 {"parent_device", d.parent_device},
-                                 {"bus_id", d.bus_id},
-                                 {"gpu_bus_id", d.kind == PodDeviceKind::kGpu ? d.bus_id : ""}};
+          const LabelView l[] = {
+              {"namespace", d.owner.ns},
+              {"pod", d.owner.pod},
+              {"container", d.owner.container},
+              {"resource", d.resource},
+              {"device_id", d.device_id},
+              {"kind", PodDeviceKindName(d.kind)},
+              {"device", d.device},
+              {"parent_device", d.parent_device},
+              {"bus_id", d.bus_id},
+              {"gpu_bus_id",
+               d.kind == PodDeviceKind::kGpu ? absl::string_view(d.bus_id) : absl::string_view()}};
           sink->Sample(l, std::size(l), 1.0);
         }
         sink->End();
