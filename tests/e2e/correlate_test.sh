@@ -70,13 +70,7 @@ start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,et
   --hwloc-xml="$SRC/tests/fixtures/hwloc/32em64t-2n8c2t-pci-normalio.xml" \
   --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
   --stall-thresholds=decode_step=300ms --max-span-names=10
-GRPC_ADDR=""
-for _ in $(seq 1 $(tries 50)); do
-  GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$GRPC_ADDR" ] && break
-  sleep 0.1
-done
-[ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+grpc_address
 
 # Prometheus with exemplar storage, OpenMetrics first (what deploy/README.md
 # shows), started now so that it is up when the spans are correlated.

@@ -122,17 +122,6 @@ check_polled() {
   [ "$n" -ge "$want" ] || fail "$5: $3 on $2 got $n samples in $secs s, want at least $want"
 }
 
-# grpc_address: the bound gRPC address from the daemon log (sets GRPC_ADDR).
-grpc_address() {
-  GRPC_ADDR=""
-  for _ in $(seq 1 $(tries 50)); do
-    GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-    [ -n "$GRPC_ADDR" ] && return 0
-    sleep 0.1
-  done
-  fail "daemon did not log its gRPC address"
-}
-
 # fault_stop_daemon WHAT: SIGTERM; the daemon must exit 0. Exiting within the
 # 2 s bound (README, lib.sh stop_daemon) is a known_bug check: after some
 # faults it takes longer (more under load or ASan); then it gets 60 s more.

@@ -66,7 +66,7 @@ INSPECTOR_LOG="$NCCL/gpu-node-pid31337.log"
 start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,ethtool \
   --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --baseline-window=2s \
   --nccl-inspector-dir="$NCCL"
-wait_grpc_addr
+grpc_address
 for _ in $(seq 1 $(tries 100)); do
   scrape >"$WORK/m" 2>/dev/null || true
   [ "$(grep -c '^fabricscope_pfc_pause_seconds_total{netdev="fsroce[01]",priority="3",direction="rx"}' "$WORK/m")" = 2 ] && break

@@ -110,7 +110,7 @@ start_daemon --sysfs-root="$SYS" --ethtool-dir="$DIR" --collectors=rdma_sysfs,et
   --lldpd-socket= --medium-interval=20ms --slow-interval=200ms --config-interval=1s \
   --baseline-window=2s --kubernetes-socket="$SOCK" --proc-root="$PROC" \
   --kubernetes-log-dir="$LOGS"
-wait_grpc_addr
+grpc_address
 grep -q "kubernetes=$SOCK" "$WORK/daemon.log" || fail "start line does not name the kubelet socket"
 
 # /metrics: the pods' devices and the process, once the source has polled.

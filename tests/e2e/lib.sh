@@ -118,9 +118,9 @@ wait_metrics_addr() {
   [ -n "$METRICS_ADDR" ] || fail "daemon did not log its metrics address"
 }
 
-# wait_grpc_addr: waits (bounded) for the daemon's "serving grpc" log line
-# and sets GRPC_ADDR.
-wait_grpc_addr() {
+# grpc_address: the bound gRPC address from the daemon log (sets GRPC_ADDR), waiting
+# (bounded) for the "serving grpc" line.
+grpc_address() {
   GRPC_ADDR=""
   for _ in $(seq 1 $(tries 50)); do
     GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)

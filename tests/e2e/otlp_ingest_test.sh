@@ -12,13 +12,7 @@ otel_npm_modules
 
 mkdir -p "$WORK/sys"
 start_daemon --sysfs-root="$WORK/sys" --max-span-age=1h
-GRPC_ADDR=""
-for _ in $(seq 1 $(tries 50)); do
-  GRPC_ADDR=$(sed -n 's/.*msg="serving grpc" address=\([^ ]*\).*/\1/p' "$WORK/daemon.log" | head -n1)
-  [ -n "$GRPC_ADDR" ] && break
-  sleep 0.1
-done
-[ -n "$GRPC_ADDR" ] || fail "daemon did not log its gRPC address"
+grpc_address
 case "$GRPC_ADDR" in *:0) fail "daemon logged port 0 instead of the bound port: $GRPC_ADDR" ;; esac
 
 # 1. OTLP/gRPC from the real SDK: 1200 valid spans (3 batches of 512 max) + 5 invalid.
