@@ -42,7 +42,8 @@ std::vector<fabricscope::PodAllocation> MakeHost(const fs::path& root, int proce
     fs::create_directories(root / "sys/class/infiniband" / dev);
     Write(root / "sys/class/infiniband_verbs" / absl::StrCat("uverbs", 8 + pod) / "ibdev", dev);
     const std::string name = absl::StrCat("vllm-", pod);
-    fs::create_directories(root / "log/pods" / absl::StrCat("llm_", name, "_", Uid(pod)) / "engine");
+    fs::create_directories(root / "log/pods" / absl::StrCat("llm_", name, "_", Uid(pod)) /
+                           "engine");
     fabricscope::PodRef owner{"llm", name, "engine", ""};
     allocations.push_back({owner, "nvidia.com/gpu", {absl::StrCat("GPU-", Uid(pod))}});
     allocations.push_back({owner, "nvidia.com/cx7_vf", {vf}});

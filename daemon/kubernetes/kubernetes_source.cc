@@ -166,6 +166,8 @@ PodTable BuildPodTable(const std::vector<PodAllocation>& allocations,
   const std::vector<Candidate> candidates = ScanProcesses(options, &scanned);
   if (processes_scanned != nullptr) *processes_scanned = scanned;
   std::vector<PodProcess> pending;  // named by neither devices nor the log tree (yet)
+  // uverbsN -> RDMA device, read once a poll (every process of a pod holds the same).
+  std::map<std::string, std::string> uverbs_devices;
   for (const Candidate& c : candidates) {
     // The cgroup's pod and container, as far as the log tree names them.
     PodRef by_cgroup;
@@ -183,7 +185,11 @@ PodTable BuildPodTable(const std::vector<PodAllocation>& allocations,
       const ProcessDevices held =
           ReadProcessDevices(options.proc_root, c.pid, options.max_fds_per_process);
       std::vector<std::string> rdma;
-      for (const std::string& u : held.uverbs) rdma.push_back(UverbsDevice(options.sysfs_root, u));
+      for (const std::string& u : held.uverbs) {
+        auto [it, added] = uverbs_devices.try_emplace(u);
+        if (added) it->second = UverbsDevice(options.sysfs_root, u);
+        rdma.push_back(it->second);
+      }
       for (const PodDevice& d : table.devices) {
         bool holds = false;
         if (d.kind == PodDeviceKind::kGpu) {

@@ -182,9 +182,9 @@ int RunAnalyze(const CliContext& ctx, const std::vector<std::string>& args) {
     if (header.has_value()) {
       out << "recorded by fabricscoped " << header->version << ": " << header->ports.size()
           << " ports, " << header->topology.partners.size() << " link partners, "
-          << header->pods.devices.size() << " pod devices, "
-          << header->options.size() << " options (the daemon's thresholds), "
-          << st.recorded_judgements << " spans with the daemon's stall judgement\n";
+          << header->pods.devices.size() << " pod devices, " << header->options.size()
+          << " options (the daemon's thresholds), " << st.recorded_judgements
+          << " spans with the daemon's stall judgement\n";
     } else {
       out << "no header line: the daemon's defaults, no link rates or partners, stalls "
              "learned from this file alone\n";
